@@ -1,0 +1,3 @@
+"""telo-python: durable execution for Telo manifests (journal + deterministic replay)."""
+
+__version__ = "0.1.0"
