@@ -1,0 +1,174 @@
+"""The in-memory store: the reference semantics of the store protocol, used by unit tests.
+
+Nothing survives the process; everything else — first writer wins, claims, due runs, paging — behaves as
+the durable stores must (the conformance suite runs the same tests against all of them).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import fields, replace
+from typing import Any
+
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.errors import JournalError
+from telo.journal import paging, rules
+from telo.journal.model import (
+    AdmitResult,
+    Admission,
+    Claim,
+    Entry,
+    Outcome,
+    Parked,
+    RunFilter,
+    RunPage,
+    RunRecord,
+)
+from telo.journal.store import Store
+
+_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run"}
+
+
+def unknown_run(run: str) -> JournalError:
+    return JournalError(
+        "ERR_DURABLE_RUN_NOT_FOUND",
+        f"no run {run!r} in this journal",
+        hint="list the journal's runs with `telo runs list`",
+        data={"run": run},
+    )
+
+
+class MemoryStore(Store):
+    kind = "memory"
+
+    def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._runs: dict[str, RunRecord] = {}
+        self._entries: dict[str, dict[str, Entry]] = {}
+        self._seq: dict[str, int] = {}
+
+    def admit(self, admission: Admission) -> AdmitResult:
+        with self._lock:
+            existing = self._runs.get(admission.run)
+            if existing is not None:
+                return AdmitResult(False, existing)
+            now = self._clock.now_ms()
+            record = RunRecord(
+                run=admission.run,
+                status=admission.status,
+                due_at=admission.due_at,
+                inputs=admission.inputs,
+                inputs_v=admission.inputs_v,
+                workflow=admission.workflow,
+                manifest_digest=admission.manifest_digest,
+                digest_scope=admission.digest_scope,
+                created_at=now,
+                updated_at=now,
+            )
+            self._runs[admission.run] = record
+            self._entries[admission.run] = {}
+            self._seq.setdefault(admission.run, 0)
+            return AdmitResult(True, record)
+
+    def read_run(self, run: str) -> RunRecord | None:
+        with self._lock:
+            return self._runs.get(run)
+
+    def _require(self, run: str) -> RunRecord:
+        record = self._runs.get(run)
+        if record is None:
+            raise unknown_run(run)
+        return record
+
+    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+        with self._lock:
+            record = rules.settled(self._require(run), outcome, self._clock.now_ms())
+            self._runs[run] = record
+            return record
+
+    def park(self, run: str, parked: Parked) -> RunRecord:
+        with self._lock:
+            record = rules.parked_record(self._require(run), parked, self._clock.now_ms())
+            self._runs[run] = record
+            return record
+
+    def unpark(self, run: str) -> bool:
+        with self._lock:
+            record = self._runs.get(run)
+            if record is None or record.status != "parked":
+                return False
+            self._runs[run] = rules.unparked_record(record, self._clock.now_ms())
+            return True
+
+    def update_run(self, run: str, **changes: Any) -> RunRecord:
+        bad = set(changes) - _RECORD_FIELDS
+        if bad:
+            raise TypeError(f"not run record fields: {sorted(bad)}")
+        with self._lock:
+            record = replace(self._require(run), **changes, updated_at=self._clock.now_ms())
+            self._runs[run] = record
+            return record
+
+    def run_parked_on(self, token: str) -> RunRecord | None:
+        with self._lock:
+            for record in self._runs.values():
+                if record.status == "parked" and record.parked and record.parked.token == token:
+                    return record
+            return None
+
+    def due_runs(self, now_ms: int, limit: int) -> list[str]:
+        with self._lock:
+            due = [
+                r
+                for r in self._runs.values()
+                if rules.is_due(r, now_ms, bool(r.parked and r.parked.path in self._entries[r.run]))
+            ]
+        due.sort(key=rules.due_order)
+        return [r.run for r in due[:limit]]
+
+    def list_runs(self, flt: RunFilter) -> RunPage:
+        with self._lock:
+            selected = [r for r in self._runs.values() if paging.matches(r, flt)]
+        selected.sort(key=paging.sort_key, reverse=True)
+        page = selected[: flt.limit]
+        more = len(selected) > flt.limit
+        return RunPage(page, paging.encode_cursor(page[-1]) if more and page else None)
+
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+        with self._lock:
+            record = self._runs.get(run)
+            if record is None or not rules.may_claim(record, holder, now_ms):
+                return False
+            self._runs[run] = replace(record, claim=Claim(holder, now_ms + ttl_ms))
+            return True
+
+    def release(self, run: str, holder: str) -> None:
+        with self._lock:
+            record = self._runs.get(run)
+            if record is not None and record.claim is not None and record.claim.holder == holder:
+                self._runs[run] = replace(record, claim=None)
+
+    def append(self, run: str, entry: Entry) -> Entry:
+        with self._lock:
+            self._require(run)
+            entries = self._entries[run]
+            stored = entries.get(entry.path)
+            if stored is not None:
+                return stored
+            self._seq[run] += 1
+            stored = entry.with_seq(self._seq[run])
+            entries[entry.path] = stored
+            return stored
+
+    def read_entries(self, run: str) -> list[Entry]:
+        with self._lock:
+            return sorted(self._entries.get(run, {}).values(), key=lambda e: e.seq or 0)
+
+    def truncate_before(self, run: str, seq: int) -> int:
+        with self._lock:
+            entries = self._entries.get(run, {})
+            doomed = [p for p, e in entries.items() if (e.seq or 0) < seq]
+            for p in doomed:
+                del entries[p]
+            return len(doomed)

@@ -1,0 +1,386 @@
+"""Journal entries and run records (spec §5.2; reference §7-§8).
+
+An :class:`Entry` is one record of a run's append-only log. Its value is kept as TEXT exactly as stored —
+canonical typed-frame text under codec version ``v`` (1 or 2), or, for a legacy entry (``v is None``), the
+plain JSON the store wrote before codecs existed — and decoded only on request, so a store never interprets a
+value and a value crosses the journal only through :mod:`telo.values`.
+
+``value is None`` means the step produced NOTHING, which differs from a JSON ``null`` (whose text is
+``"null"``): absence belongs to the entry, not to a value (§5.2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal
+
+from telo.errors import (
+    ERR_DURABLE_ENTRY_UNDECODABLE,
+    ERR_DURABLE_JOURNAL_CORRUPT,
+    EntryUndecodable,
+    JournalCorrupt,
+    TypedFrameUndecodable,
+)
+from telo.values import decode_frame, encode_frame
+
+CODEC_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)
+
+EntryKind = Literal["step", "decision"]
+RunStatus = Literal["scheduled", "running", "parked", "completed", "failed", "cancelled"]
+STATUSES: Final[tuple[str, ...]] = ("scheduled", "running", "parked", "completed", "failed", "cancelled")
+TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+class _NoValue:
+    """The absent value: what a step that produced nothing returns, and replays as (§5.2)."""
+
+    _instance: _NoValue | None = None
+
+    def __new__(cls) -> _NoValue:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_VALUE"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NO_VALUE: Final = _NoValue()
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One journal entry. ``seq`` is assigned by the store: per run, strictly increasing in write order."""
+
+    path: str
+    kind: EntryKind
+    value: str | None = None
+    v: int | None = CODEC_VERSION
+    decision: str | None = None
+    target: Mapping[str, str] | None = None
+    seq: int | None = None
+
+    @classmethod
+    def step(cls, path: str, target: Mapping[str, str] | None, value: Any = NO_VALUE) -> Entry:
+        """A step entry written on completion; ``target`` is ``{kind, name, module?}`` (None for a delivery)."""
+        return cls(path, "step", encode_value(value), CODEC_VERSION, None, _target(target))
+
+    @classmethod
+    def decided(cls, path: str, decision: str, value: Any) -> Entry:
+        return cls(path, "decision", encode_value(value), CODEC_VERSION, decision, None)
+
+    def with_seq(self, seq: int) -> Entry:
+        return replace(self, seq=seq)
+
+    def decode(self, run: str) -> Any:
+        """The entry's value as a domain value, or :data:`NO_VALUE` (reading rules of §5.2)."""
+        return decode_stored(self.value, self.v, run=run, path=self.path, legacy_bigint=False)
+
+    def same_record(self, other: Entry) -> bool:
+        """Equal apart from the store-assigned ``seq`` (what converging racing writers compare)."""
+        return replace(self, seq=None) == replace(other, seq=None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The upstream NDJSON ``entry`` object ([N] shape: value is the frame text as a JSON string)."""
+        out: dict[str, Any] = {"path": self.path, "kind": self.kind}
+        if self.decision is not None:
+            out["decision"] = self.decision
+        if self.target is not None:
+            out["target"] = dict(self.target)
+        if self.v is not None:
+            out["v"] = self.v
+            if self.value is not None:
+                out["value"] = self.value
+        elif self.value is not None:
+            out["value"] = json.loads(self.value)
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], *, run: str, seq: int | None = None) -> Entry:
+        """Read an upstream NDJSON ``entry`` object (legacy, v1 or v2). Raises JournalCorrupt on a bad shape."""
+        path, kind = obj.get("path"), obj.get("kind")
+        if not isinstance(path, str) or kind not in ("step", "decision"):
+            raise JournalCorrupt(
+                ERR_DURABLE_JOURNAL_CORRUPT,
+                f"journal entry of run {run!r} has no valid path/kind: {json.dumps(obj)[:200]}",
+                data={"run": run},
+            )
+        v = obj.get("v")
+        raw = obj.get("value", _MISSING)
+        if raw is _MISSING:
+            value = None
+        elif v is None:
+            value = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))  # legacy: plain JSON
+        elif isinstance(raw, str):
+            value = raw
+        else:
+            raise JournalCorrupt(
+                ERR_DURABLE_JOURNAL_CORRUPT,
+                f"journal entry {path!r} of run {run!r} carries codec v{v} but its value is not frame text",
+                data={"run": run, "path": path},
+            )
+        if v is not None and (type(v) is not int):
+            raise JournalCorrupt(
+                ERR_DURABLE_JOURNAL_CORRUPT,
+                f"journal entry {path!r} of run {run!r} has a non-integer codec version {v!r}",
+                data={"run": run, "path": path},
+            )
+        target = obj.get("target")
+        decision = obj.get("decision")
+        return cls(
+            path,
+            kind,
+            value,
+            v,
+            decision if isinstance(decision, str) else None,
+            _target(target) if isinstance(target, Mapping) else None,
+            seq,
+        )
+
+
+_MISSING: Final = object()
+
+
+def _target(target: Mapping[str, Any] | None) -> Mapping[str, str] | None:
+    if target is None:
+        return None
+    out = {k: str(target[k]) for k in ("kind", "name", "module") if target.get(k) is not None}
+    return out
+
+
+def encode_value(value: Any) -> str | None:
+    """Frame text for a value; ``None`` for :data:`NO_VALUE`. Raises TypedFrameUnencodable."""
+    if value is NO_VALUE:
+        return None
+    return encode_frame(value)
+
+
+def decode_stored(
+    text: str | None, v: int | None, *, run: str, path: str, legacy_bigint: bool = True
+) -> Any:
+    """Decode a stored value under its codec version (§5.2).
+
+    ``v is None`` is legacy plain JSON: numbers read as doubles (the Node runtime held every JSON number as a
+    JS number) except ``{"$bigint": "…"}``, which the SQL stores wrote for big integers and reads as int.
+    A version this runtime does not read raises ``ERR_DURABLE_ENTRY_UNDECODABLE``; a frame that does not
+    decode raises ``ERR_DURABLE_JOURNAL_CORRUPT`` with the codec error as its cause.
+    """
+    if text is None:
+        return NO_VALUE
+    if v is None:
+        try:
+            return _from_legacy(json.loads(text, parse_int=float), legacy_bigint)
+        except ValueError as exc:
+            raise JournalCorrupt(
+                ERR_DURABLE_JOURNAL_CORRUPT,
+                f"legacy journal value at {path!r} of run {run!r} is not JSON",
+                data={"run": run, "path": path},
+            ) from exc
+    if v not in READABLE_VERSIONS:
+        raise EntryUndecodable(
+            ERR_DURABLE_ENTRY_UNDECODABLE,
+            f"journal value at {path!r} of run {run!r} is written under codec version {v}, "
+            f"which this runtime does not read",
+            hint="upgrade telo to a version that reads this journal's codec",
+            data={"run": run, "path": path, "version": v, "reads": list(READABLE_VERSIONS)},
+        )
+    try:
+        return decode_frame(text, version=v)
+    except TypedFrameUndecodable as exc:
+        raise JournalCorrupt(
+            ERR_DURABLE_JOURNAL_CORRUPT,
+            f"journal value at {path!r} of run {run!r} does not decode: {exc.message}",
+            hint="the journal was damaged or written by a non-conforming writer; inspect it with "
+            "`telo runs journal`",
+            data={"run": run, "path": path},
+        ) from exc
+
+
+def _from_legacy(obj: Any, bigint: bool) -> Any:
+    if isinstance(obj, dict):
+        if bigint and len(obj) == 1 and isinstance(obj.get("$bigint"), str):
+            return int(obj["$bigint"])
+        return {k: _from_legacy(v, bigint) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_from_legacy(v, bigint) for v in obj]
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """Where a parked run waits (§5.2): ``path`` is where a resume re-enters and a delivery writes."""
+
+    path: str
+    resource: str | None = None
+    token: str | None = None
+    at: int | None = None  # epoch ms when it becomes due with no delivery
+    reason: str | None = None  # why, for an operator (telo extension; e.g. an unconfirmed effect)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path}
+        for k in ("resource", "token", "at", "reason"):
+            val = getattr(self, k)
+            if val is not None:
+                out[k] = val
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Parked:
+        return cls(
+            str(obj["path"]),
+            obj.get("resource"),
+            obj.get("token"),
+            obj.get("at") if isinstance(obj.get("at"), int) else None,
+            obj.get("reason"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Who may execute a run until when. ``holder`` is a :class:`telo.journal.claims.Holder` text."""
+
+    holder: str
+    until: int  # epoch ms
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """A run record (§5.2 plus the fields the upstream stores add; reference §15.1)."""
+
+    run: str
+    status: str
+    due_at: int | None = None
+    parked: Parked | None = None
+    inputs: str | None = None  # typed-frame text (or legacy JSON when inputs_v is None)
+    inputs_v: int | None = None
+    result: str | None = None
+    result_v: int | None = None
+    error: Mapping[str, Any] | None = None  # {code, message}
+    collapsed_regions: int | None = None
+    collapse_reasons: tuple[str, ...] | None = None
+    replayed_steps: int | None = None
+    manifest_digest: str | None = None
+    digest_scope: str | None = None
+    workflow: str | None = None  # telo extension: the workflow resource, for listing and filtering
+    created_at: int | None = None  # telo extension: epoch ms of admission
+    updated_at: int | None = None  # telo extension: epoch ms of the last lifecycle change
+    claim: Claim | None = None
+    epoch: int = 0  # telo extension: bumped by each restore (see telo.journal.eventlog)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def decoded_inputs(self) -> Any:
+        return decode_stored(self.inputs, self.inputs_v, run=self.run, path="<run inputs>")
+
+    def decoded_result(self) -> Any:
+        return decode_stored(self.result, self.result_v, run=self.run, path="<run result>")
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What :meth:`Store.admit` creates: the initial record of a run."""
+
+    run: str
+    status: str = "running"
+    due_at: int | None = None
+    inputs: str | None = None
+    inputs_v: int | None = None
+    workflow: str | None = None
+    manifest_digest: str | None = None
+    digest_scope: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        run: str,
+        *,
+        status: str = "running",
+        due_at: int | None = None,
+        inputs: Any = NO_VALUE,
+        workflow: str | None = None,
+        manifest_digest: str | None = None,
+        digest_scope: str | None = None,
+    ) -> Admission:
+        text = encode_value(inputs)
+        return cls(
+            run,
+            status,
+            due_at,
+            text,
+            CODEC_VERSION if text is not None else None,
+            workflow,
+            manifest_digest,
+            digest_scope,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitResult:
+    admitted: bool
+    record: RunRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a run settles (``completed``, ``failed`` or ``cancelled``)."""
+
+    status: str
+    result: str | None = None
+    result_v: int | None = None
+    error: Mapping[str, Any] | None = None
+    collapsed_regions: int = 0
+    collapse_reasons: tuple[str, ...] = ()
+    replayed_steps: int = 0
+
+    @classmethod
+    def completed(
+        cls,
+        result: Any,
+        *,
+        collapsed_regions: int = 0,
+        collapse_reasons: tuple[str, ...] = (),
+        replayed_steps: int = 0,
+    ) -> Outcome:
+        text = encode_value(result)
+        return cls(
+            "completed",
+            text,
+            CODEC_VERSION if text is not None else None,
+            None,
+            collapsed_regions,
+            collapse_reasons,
+            replayed_steps,
+        )
+
+    @classmethod
+    def failed(cls, code: str, message: str, **counts: Any) -> Outcome:
+        return cls("failed", None, None, {"code": code, "message": message}, **counts)
+
+    @classmethod
+    def cancelled(cls, reason: str = "cancelled") -> Outcome:
+        return cls("cancelled", None, None, {"code": "ERR_DURABLE_RUN_CANCELLED", "message": reason})
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Listing runs for the CLI: newest first, paged by an opaque ``after`` cursor."""
+
+    status: str | None = None
+    workflow: str | None = None
+    since: int | None = None  # epoch ms; runs created at or after
+    limit: int = 50
+    after: str | None = None  # cursor from RunPage.next
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    runs: list[RunRecord] = field(default_factory=list)
+    next: str | None = None

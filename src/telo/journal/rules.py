@@ -1,0 +1,64 @@
+"""The run-lifecycle rules every store applies, written once (reference §7 "due", §6 "Claims").
+
+SQL stores express the same rules in their WHERE clauses; the memory and file stores call these directly,
+and the conformance suite holds all of them to the same answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from telo.journal.claims import holder_is_dead
+from telo.journal.model import Claim, Outcome, Parked, RunRecord
+
+
+def claim_is_live(claim: Claim | None, now_ms: int) -> bool:
+    """A claim blocks others while it has not lapsed and its holder is not a dead process on this host."""
+    return claim is not None and claim.until > now_ms and not holder_is_dead(claim.holder)
+
+
+def may_claim(record: RunRecord, holder: str, now_ms: int) -> bool:
+    c = record.claim
+    return c is None or c.holder == holder or not claim_is_live(c, now_ms)
+
+
+def is_due(record: RunRecord, now_ms: int, entry_at_park_path: bool) -> bool:
+    if claim_is_live(record.claim, now_ms):
+        return False
+    if record.status == "running":
+        return True
+    if record.status == "scheduled":
+        return record.due_at is not None and record.due_at <= now_ms
+    if record.status == "parked":
+        return (record.due_at is not None and record.due_at <= now_ms) or entry_at_park_path
+    return False
+
+
+def due_order(record: RunRecord) -> tuple[int, int, str]:
+    """``ORDER BY due_at NULLS FIRST``, then admission order for a stable sweep."""
+    return (0 if record.due_at is None else 1, record.due_at or 0, record.run)
+
+
+def settled(record: RunRecord, outcome: Outcome, now_ms: int) -> RunRecord:
+    return replace(
+        record,
+        status=outcome.status,
+        result=outcome.result,
+        result_v=outcome.result_v,
+        error=dict(outcome.error) if outcome.error else None,
+        collapsed_regions=outcome.collapsed_regions,
+        collapse_reasons=tuple(outcome.collapse_reasons),
+        replayed_steps=outcome.replayed_steps,
+        due_at=None,
+        parked=None,
+        claim=None,
+        updated_at=now_ms,
+    )
+
+
+def parked_record(record: RunRecord, parked: Parked, now_ms: int) -> RunRecord:
+    return replace(record, status="parked", parked=parked, due_at=parked.at, claim=None, updated_at=now_ms)
+
+
+def unparked_record(record: RunRecord, now_ms: int) -> RunRecord:
+    return replace(record, status="running", parked=None, due_at=None, updated_at=now_ms)

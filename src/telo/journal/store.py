@@ -1,0 +1,162 @@
+"""The journal store protocol: one interface, four implementations (memory, SQLite, file, PostgreSQL).
+
+Stores are synchronous and thread-safe; the async backend calls them from worker threads. A store never
+formats a path or interprets a value: entries arrive with their value already frame text
+(:mod:`telo.journal.model`), and paths are built by :mod:`telo.paths` only.
+
+Semantics every store keeps (the conformance suite in ``tests/stores/`` checks each one):
+
+- **admit before executing** (spec §7.1): :meth:`admit` durably records the run before anything runs; a
+  second admit of the same id admits nothing and returns the existing record.
+- **first writer wins** (reference §7): :meth:`append` of a path that already has an entry stores nothing
+  and returns the STORED entry, so racing writers converge on one value.
+- **durable on return**: when a mutating call returns, its effect survives a crash of this process (and,
+  for SQLite/file/PostgreSQL with default settings, of the machine).
+- ``seq`` is per run and strictly increasing in write order; :meth:`read_entries` returns one entry per
+  path (the first), ordered by ``seq``.
+- a run is **due** (:meth:`due_runs`) when it is not claimed by a live holder and: it is ``running``; or
+  ``scheduled`` with ``due_at <= now``; or ``parked`` with ``due_at <= now`` or an entry already at its
+  park path (a crash between a delivery's append and its unpark).
+- :meth:`claim` is refused while another holder's claim is live; a lapsed claim, or one whose holder
+  process is gone from this host (:mod:`telo.journal.claims`), is taken over.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from telo.journal.model import AdmitResult, Admission, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+
+WakeCallback = Callable[[str], None]
+
+
+class StoreTransaction(abc.ABC):
+    """An open database transaction that journal appends may join (spec §8.2).
+
+    While it is open (``with store.transaction() as tx:``), :meth:`Store.append` calls made in the same
+    context land inside it, and :meth:`Store.writes_inside` attests so for a zone carrying it. Leaving the
+    block with an exception rolls back every entry appended inside.
+    """
+
+    store: Store
+    connection: Any  # the driver connection holding the transaction (what a Sql.Transaction runs on)
+
+
+class Store(abc.ABC):
+    """A journal store. See the module docstring for the semantics every implementation keeps."""
+
+    #: a short name for messages and ``telo runs show`` ("memory", "sqlite", "file", "postgres")
+    kind: str = "abstract"
+
+    # --- runs -------------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def admit(self, admission: Admission) -> AdmitResult:
+        """Record a run before it executes; an existing run is returned unchanged with ``admitted=False``."""
+
+    @abc.abstractmethod
+    def read_run(self, run: str) -> RunRecord | None: ...
+
+    @abc.abstractmethod
+    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+        """Settle a run: status, result/error and counts; clears the park, ``due_at`` and the claim."""
+
+    @abc.abstractmethod
+    def park(self, run: str, parked: Parked) -> RunRecord:
+        """Status ``parked`` with ``parked`` and ``due_at = parked.at``; releases the claim."""
+
+    @abc.abstractmethod
+    def unpark(self, run: str) -> bool:
+        """A parked run becomes ``running`` again (park and ``due_at`` cleared); False if it was not parked."""
+
+    @abc.abstractmethod
+    def update_run(self, run: str, **fields: Any) -> RunRecord:
+        """Set record fields by their RunRecord names (``status``, ``due_at``, ``manifest_digest``, ...).
+
+        For lifecycle changes the dedicated calls are preferred; this one serves operator overrides
+        (resume after a manifest change, restore) and the digest bookkeeping.
+        """
+
+    @abc.abstractmethod
+    def run_parked_on(self, token: str) -> RunRecord | None:
+        """The run parked (status ``parked``) with this wake token, if any."""
+
+    @abc.abstractmethod
+    def due_runs(self, now_ms: int, limit: int) -> list[str]:
+        """Runs due at ``now_ms`` and not claimed by a live holder, oldest due first."""
+
+    @abc.abstractmethod
+    def list_runs(self, flt: RunFilter) -> RunPage:
+        """Runs newest first (by ``created_at`` then id), filtered and paged for the CLI."""
+
+    # --- claims -----------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+        """Take or renew the claim on a run until ``now_ms + ttl_ms``.
+
+        Granted when the run has no claim, the claim lapsed, ``holder`` already holds it, or its holder's
+        process is gone from this host. Refused (False) while another live holder's claim runs, and for
+        an unknown run.
+        """
+
+    @abc.abstractmethod
+    def release(self, run: str, holder: str) -> None:
+        """Drop the claim if ``holder`` holds it."""
+
+    # --- entries ----------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def append(self, run: str, entry: Entry) -> Entry:
+        """Append unless the path already has an entry; return the STORED entry (with its ``seq``)."""
+
+    @abc.abstractmethod
+    def read_entries(self, run: str) -> list[Entry]:
+        """The run's entries in write order, the first entry per path only."""
+
+    @abc.abstractmethod
+    def truncate_before(self, run: str, seq: int) -> int:
+        """Delete the run's entries with ``seq`` below ``seq`` (compaction); returns how many."""
+
+    # --- transactions, wake-ups, lifecycle -------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[StoreTransaction]:
+        """Open a transaction appends can join. Stores without transactions refuse."""
+        raise NotImplementedError(f"the {self.kind} journal has no transactions to join")
+
+    def writes_inside(self, zone: Any) -> bool:
+        """Spec §8.2: True exactly when this store's appends land inside ``zone``'s open transaction.
+
+        ``zone`` carries the transaction as its ``transaction`` attribute (or is one).
+        """
+        tx = getattr(zone, "transaction", zone)
+        return isinstance(tx, StoreTransaction) and tx.store is self and self._transaction_open(tx)
+
+    def _transaction_open(self, tx: StoreTransaction) -> bool:
+        return False
+
+    def subscribe_wake(self, callback: WakeCallback) -> Callable[[], None] | None:
+        """Call ``callback(run)`` when a run becomes due elsewhere (PostgreSQL NOTIFY); None if unsupported."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and threads."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def iter_all_runs(self, page_size: int = 500) -> Iterator[RunRecord]:
+        """Every run, newest first (built on :meth:`list_runs`)."""
+        after: str | None = None
+        while True:
+            page = self.list_runs(RunFilter(limit=page_size, after=after))
+            yield from page.runs
+            if page.next is None:
+                return
+            after = page.next
