@@ -80,7 +80,7 @@ class Entry:
 
     def decode(self, run: str) -> Any:
         """The entry's value as a domain value, or :data:`NO_VALUE` (reading rules of §5.2)."""
-        return decode_stored(self.value, self.v, run=run, path=self.path, legacy_bigint=False)
+        return decode_stored(self.value, self.v, run=run, path=self.path)
 
     def same_record(self, other: Entry) -> bool:
         """Equal apart from the store-assigned ``seq`` (what converging racing writers compare)."""
