@@ -1,0 +1,391 @@
+"""The journal read as the event log of the event-log durability spec: typed events, recovery, snapshots and
+compaction, time travel (restore, fork).
+
+One log, two vocabularies (ARCHITECTURE §4): a run's entries ARE its events.
+
+=============================  ======================================================================
+event kind (event-log §1)      journal record
+=============================  ======================================================================
+effect_intent                  a step's ``inputs`` decision, written before the step executes; its
+                               idempotency key is ``<run>/<step path>``
+effect_receipt (+ transaction) a step entry, written on completion
+retry_decision                 a decision at a ``retry[k]`` or ``@retry…`` segment
+interrupt                      the run record's park (status ``parked``)
+snapshot                       a decision at ``@snapshot[<base>]`` holding the whole state
+transaction                    every other decision; a restore (``@restore[k]``) or fork (``@forked``)
+stream_cursor                  none: telo has no streams; a composer's per-turn decisions pin its cursor
+=============================  ======================================================================
+
+**Epochs.** A restore never rewrites history (event-log §6): it appends ``@restore[k]`` naming a checkpoint,
+and from then on the run's entries are stored under ``@epoch[k]/<path>``, so first-writer-wins holds per
+epoch while the paths the engine sees stay the same. Epoch 0 stores paths unprefixed, exactly as upstream.
+A record of an abandoned epoch (a writer that had not noticed the restore) is ignored by :func:`fold`.
+
+**Snapshots.** :func:`compact` appends ``@snapshot[<base>]`` holding every effective entry as of log
+position ``base``, then truncates what it subsumes. :func:`fold` starts from the newest snapshot and applies
+only records after its base, so a crash between the snapshot and the truncation changes nothing, and
+recovery from the compacted log equals recovery from the full log.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from telo import paths
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.errors import JournalError
+from telo.journal import rules
+from telo.journal.model import Admission, Entry, RunRecord
+from telo.journal.store import Store
+
+SNAPSHOT = "snapshot"
+RESTORE = "restore"
+FORKED = paths.reserved("forked")
+_SNAPSHOT_SEG = paths.reserved(SNAPSHOT)
+_RESTORE_SEG = paths.reserved(RESTORE)
+_EPOCH_SEG = paths.reserved("epoch")
+_RETRY_SEG = paths.reserved("retry")
+
+
+class EventKind(enum.StrEnum):
+    TRANSACTION = "transaction"
+    EFFECT_INTENT = "effect_intent"
+    EFFECT_RECEIPT = "effect_receipt"
+    RETRY_DECISION = "retry_decision"
+    INTERRUPT = "interrupt"
+    STREAM_CURSOR = "stream_cursor"
+    SNAPSHOT = "snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One typed event: ``seq`` is the log position (None for the interrupt read off the run record)."""
+
+    run: str
+    seq: int | None
+    kind: EventKind
+    path: str
+    epoch: int = 0
+    idempotency_key: str | None = None
+    entry: Entry | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """Canonical state rebuilt from the log (event-log §4)."""
+
+    run: str
+    record: RunRecord | None
+    entries: dict[str, Entry]  # logical path -> first effective entry
+    epoch: int
+    version: int  # the log position folded up to
+    hash: str  # sha256 of the effective entries' content (seq excluded)
+
+    def storage_path(self, path: str) -> str:
+        return storage_path(self.epoch, path)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A state a run can be restored to or forked from: the state right after log position ``seq``."""
+
+    seq: int
+    path: str
+    epoch: int
+    kind: str
+
+
+# --- paths ------------------------------------------------------------------------------------------------
+
+
+def _first_segment(path: str) -> str:
+    return path.split("/", 1)[0]
+
+
+def storage_path(epoch: int, path: str) -> str:
+    """Where an entry of ``epoch`` is stored (epoch 0: the path itself, as upstream writes it)."""
+    if epoch == 0:
+        return path
+    return paths.extend(paths.step_path(_EPOCH_SEG, epoch), paths.parse(path))
+
+
+def split_storage_path(stored: str) -> tuple[int, str]:
+    """``(epoch, logical path)`` of a stored path."""
+    if not stored.startswith(_EPOCH_SEG + "["):
+        return 0, stored
+    head = paths.parse(_first_segment(stored))[0]
+    rest = paths.relative_to(stored, _first_segment(stored))
+    return head.index or 0, paths.format(rest)
+
+
+def _is_meta(path: str) -> bool:
+    first = _first_segment(path)
+    return first.startswith((_SNAPSHOT_SEG, _RESTORE_SEG)) or first == FORKED
+
+
+def idempotency_key(run: str, step_path: str) -> str:
+    """The stable key of a step execution: identical on every attempt and after a crash (event-log §2)."""
+    return f"{run}/{step_path}"
+
+
+# --- typed events -----------------------------------------------------------------------------------------
+
+
+def classify(entry: Entry) -> EventKind:
+    first = _first_segment(entry.path)
+    if first.startswith(_SNAPSHOT_SEG):
+        return EventKind.SNAPSHOT
+    if first.startswith(_RESTORE_SEG) or first == FORKED:
+        return EventKind.TRANSACTION
+    _, logical = split_storage_path(entry.path)
+    last = paths.parse(logical)[-1]
+    if entry.kind == "step":
+        return EventKind.EFFECT_RECEIPT if entry.target is not None else EventKind.TRANSACTION
+    if last.name == paths.RETRY and last.index is not None or last.name.startswith(_RETRY_SEG):
+        return EventKind.RETRY_DECISION
+    if entry.decision == "inputs" and logical != paths.WORKFLOW_INPUTS:
+        return EventKind.EFFECT_INTENT
+    return EventKind.TRANSACTION
+
+
+def events(store: Store, run: str) -> list[Event]:
+    """The run's log as typed events, in sequence order, plus an interrupt while it is parked."""
+    out: list[Event] = []
+    for entry in store.read_entries(run):
+        kind = classify(entry)
+        epoch, logical = (0, entry.path) if _is_meta(entry.path) else split_storage_path(entry.path)
+        key = None
+        if kind is EventKind.EFFECT_INTENT:
+            key = idempotency_key(run, paths.parent(logical) or logical)
+        elif kind is EventKind.EFFECT_RECEIPT:
+            key = idempotency_key(run, logical)
+        out.append(Event(run, entry.seq, kind, logical, epoch, key, entry))
+    record = store.read_run(run)
+    if record is not None and record.status == "parked" and record.parked is not None:
+        out.append(Event(run, None, EventKind.INTERRUPT, record.parked.path))
+    return out
+
+
+# --- recovery ---------------------------------------------------------------------------------------------
+
+
+def _snapshot_value(entries: Mapping[str, Entry], epoch: int, base: int) -> dict[str, Any]:
+    rows = [
+        [e.path, e.kind, e.decision, dict(e.target) if e.target else None, e.v, e.value, e.seq or 0]
+        for e in sorted(entries.values(), key=lambda e: e.seq or 0)
+    ]
+    return {"epoch": epoch, "base": base, "hash": state_hash(entries), "entries": rows}
+
+
+def _entries_from_snapshot(run: str, entry: Entry) -> tuple[dict[str, Entry], int, int]:
+    data = entry.decode(run)
+    try:
+        entries = {
+            row[0]: Entry(row[0], row[1], row[5], row[4], row[2], row[3], row[6]) for row in data["entries"]
+        }
+        return entries, int(data["epoch"]), int(data["base"])
+    except (KeyError, TypeError, IndexError, ValueError) as exc:
+        raise JournalError(
+            "ERR_DURABLE_JOURNAL_CORRUPT",
+            f"snapshot {entry.path!r} of run {run!r} does not have the snapshot shape",
+            data={"run": run, "path": entry.path},
+        ) from exc
+
+
+def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int]:
+    """Effective ``(entries by logical path, epoch, version)`` of a log (see the module docstring)."""
+    ordered = sorted(records, key=lambda e: e.seq or 0)
+    entries: dict[str, Entry] = {}
+    epoch = 0
+    base = 0
+    snapshots = [e for e in ordered if _first_segment(e.path).startswith(_SNAPSHOT_SEG)]
+    if snapshots:
+        newest = max(snapshots, key=lambda e: _entries_from_snapshot(run, e)[2])
+        entries, epoch, base = _entries_from_snapshot(run, newest)
+    version = base
+    for rec in ordered:
+        seq = rec.seq or 0
+        if seq <= base or rec in snapshots:
+            continue
+        version = max(version, seq)
+        first = _first_segment(rec.path)
+        if first.startswith(_RESTORE_SEG):
+            data = rec.decode(run)
+            checkpoint, epoch = int(data["checkpoint"]), int(data["epoch"])
+            entries = fold(run, [r for r in ordered if (r.seq or 0) <= checkpoint])[0]
+            continue
+        if first == FORKED:
+            continue
+        rec_epoch, logical = split_storage_path(rec.path)
+        if rec_epoch == epoch and logical not in entries:
+            entries[logical] = replace(rec, path=logical)
+    return entries, epoch, version
+
+
+def state_hash(entries: Mapping[str, Entry]) -> str:
+    canon = [
+        [p, e.kind, e.decision, sorted(e.target.items()) if e.target else None, e.v, e.value]
+        for p, e in sorted(entries.items())
+    ]
+    text = json.dumps(canon, ensure_ascii=False, separators=(",", ":"))
+    return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def recover(store: Store, run: str) -> RunState:
+    """Rebuild a run's canonical state: newest snapshot plus the records after it (event-log §4)."""
+    record = store.read_run(run)
+    entries, epoch, version = fold(run, store.read_entries(run))
+    return RunState(run, record, entries, epoch, version, state_hash(entries))
+
+
+def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
+    """Append a snapshot of the run's state and truncate what it subsumes (event-log §4).
+
+    Refused while another live holder executes the run. Safe against a crash at any point: until the
+    truncation, the log holds both the snapshot and the records it subsumes, and :func:`fold` reads either.
+    """
+    record = _require(store, run)
+    if rules.claim_is_live(record.claim, clock.now_ms()):
+        raise JournalError(
+            "ERR_RUN_BUSY",
+            f"run {run!r} is being executed by {record.claim.holder if record.claim else '?'}; "
+            "compacting it now could drop entries it is writing",
+            hint="compact settled or parked runs, or wait until the holder's claim lapses",
+            data={"run": run},
+        )
+    entries, epoch, version = fold(run, store.read_entries(run))
+    snapshot = Entry.decided(
+        paths.step_path(_SNAPSHOT_SEG, version), SNAPSHOT, _snapshot_value(entries, epoch, version)
+    )
+    stored = store.append(run, snapshot)
+    store.truncate_before(run, version + 1)
+    return stored
+
+
+# --- time travel ------------------------------------------------------------------------------------------
+
+
+def checkpoints(store: Store, run: str) -> list[Checkpoint]:
+    """States the run can be restored to or forked from: its start (until compacted), each step entry
+    (every epoch, so abandoned timelines stay reachable), and each snapshot."""
+    _require(store, run)
+    records = store.read_entries(run)
+    out: list[Checkpoint] = []
+    if not any(_first_segment(e.path).startswith(_SNAPSHOT_SEG) for e in records):
+        out.append(Checkpoint(0, "(start)", 0, "start"))
+    for e in records:
+        first = _first_segment(e.path)
+        if first.startswith(_SNAPSHOT_SEG):
+            out.append(Checkpoint(e.seq or 0, e.path, 0, "snapshot"))
+        elif e.kind == "step" and not _is_meta(e.path):
+            epoch, logical = split_storage_path(e.path)
+            out.append(Checkpoint(e.seq or 0, logical, epoch, "step"))
+    return out
+
+
+def _checkpoint_records(store: Store, run: str, checkpoint: int) -> list[Entry]:
+    valid = {c.seq for c in checkpoints(store, run)}
+    if checkpoint not in valid:
+        raise JournalError(
+            "ERR_CHECKPOINT_NOT_FOUND",
+            f"run {run!r} has no checkpoint {checkpoint}",
+            hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their seq "
+            "numbers",
+            data={"run": run, "checkpoint": checkpoint},
+        )
+    return [e for e in store.read_entries(run) if (e.seq or 0) <= checkpoint]
+
+
+def restore(
+    store: Store, run: str, checkpoint: int, *, reason: str = "restored by operator", clock: Clock = SYSTEM_CLOCK
+) -> RunState:
+    """Roll a run back to a checkpoint as a NEW committed record (event-log §6).
+
+    The run becomes ``running`` with no result, so the next execution continues from the restored state:
+    the steps after the checkpoint execute again (in a new epoch), the ones before replay.
+    """
+    record = _require(store, run)
+    if rules.claim_is_live(record.claim, clock.now_ms()):
+        raise JournalError(
+            "ERR_RUN_BUSY",
+            f"run {run!r} is being executed right now; restoring under it would race its writes",
+            hint="cancel the run or wait for it to park or settle, then restore",
+            data={"run": run},
+        )
+    _checkpoint_records(store, run, checkpoint)
+    _, epoch, _ = fold(run, store.read_entries(run))
+    new_epoch = epoch + 1
+    store.append(
+        run,
+        Entry.decided(
+            paths.step_path(_RESTORE_SEG, new_epoch),
+            RESTORE,
+            {"checkpoint": checkpoint, "epoch": new_epoch, "reason": reason, "at": clock.now_ms()},
+        ),
+    )
+    store.update_run(run, status="running", result=None, result_v=None, error=None, parked=None, due_at=None)
+    return recover(store, run)
+
+
+def fork(store: Store, run: str, checkpoint: int, new_run: str) -> RunState:
+    """Copy the run's state at a checkpoint into a new run, leaving the original untouched (event-log §6).
+
+    The copy is admitted ``scheduled`` with no due time (so no worker takes a half-copied run), filled,
+    marked ``@forked``, then made ``running``; repeating a fork that crashed midway completes it.
+    """
+    source = _require(store, run)
+    entries = fold(run, _checkpoint_records(store, run, checkpoint))[0]
+    admitted = store.admit(
+        Admission(
+            new_run,
+            "scheduled",
+            None,
+            source.inputs,
+            source.inputs_v,
+            source.workflow,
+            source.manifest_digest,
+            source.digest_scope,
+        )
+    )
+    existing = store.read_entries(new_run)
+    if not admitted.admitted and any(e.path == FORKED for e in existing):
+        raise JournalError(
+            "ERR_DURABLE_RUN_EXISTS",
+            f"run {new_run!r} already exists",
+            hint="choose another --run-id for the fork",
+            data={"run": new_run},
+        )
+    if not admitted.admitted and (existing and admitted.record.status != "scheduled"):
+        raise JournalError(
+            "ERR_DURABLE_RUN_EXISTS",
+            f"run {new_run!r} already exists and is not an unfinished fork",
+            hint="choose another --run-id for the fork",
+            data={"run": new_run},
+        )
+    for e in sorted(entries.values(), key=lambda e: e.seq or 0):
+        store.append(new_run, replace(e, seq=None))
+    store.append(new_run, Entry.decided(FORKED, "fork", {"from": run, "checkpoint": checkpoint}))
+    store.update_run(new_run, status="running")
+    return recover(store, new_run)
+
+
+def _require(store: Store, run: str) -> RunRecord:
+    record = store.read_run(run)
+    if record is None:
+        raise JournalError(
+            "ERR_DURABLE_RUN_NOT_FOUND",
+            f"no run {run!r} in this journal",
+            hint="list the journal's runs with `telo runs list`",
+            data={"run": run},
+        )
+    return record
+
+
+def effective_entries(records: Iterable[Entry], run: str) -> list[Entry]:
+    """The effective entries in log order (what a run handle replays from)."""
+    return sorted(fold(run, list(records))[0].values(), key=lambda e: e.seq or 0)
