@@ -20,8 +20,9 @@ pg_start() {
     echo "postgres: server failed to start (see $dir/server.log)"; return 1; }
   export TELO_TEST_PG_URL="postgresql://postgres@127.0.0.1:$port/postgres"
   export TELO_TEST_PG_DIR="$dir"
-  # Stop the throwaway server when the calling shell exits.
-  trap '"${runas[@]}" "$bindir/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
+  # Stop the throwaway server when the calling shell exits (globals: the trap runs after this function).
+  _TELO_PG_STOP=("${runas[@]}" "$bindir/pg_ctl" -D "$dir/data" -m immediate stop)
+  trap 'if [ -n "${_TELO_PG_STOP+x}" ]; then "${_TELO_PG_STOP[@]}" >/dev/null 2>&1 || true; rm -rf "$TELO_TEST_PG_DIR"; fi' EXIT
   echo "postgres: throwaway cluster on port $port ($dir)"
 }
 if ! pg_start; then
