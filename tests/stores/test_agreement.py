@@ -14,13 +14,13 @@ from typing import Any
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from telo.journal.sqlite import SqliteStore
 
 from telo.clock import FakeClock
 from telo.journal.claims import Holder
 from telo.journal.file import FileStore
 from telo.journal.memory import MemoryStore
 from telo.journal.model import Admission, Entry, Outcome, Parked, RunFilter
-from telo.journal.sqlite import SqliteStore
 from telo.journal.store import Store
 from tests.pg_support import fresh_prefix
 

@@ -146,7 +146,7 @@ def classify(entry: Entry) -> EventKind:
     last = paths.parse(logical)[-1]
     if entry.kind == "step":
         return EventKind.EFFECT_RECEIPT if entry.target is not None else EventKind.TRANSACTION
-    if last.name == paths.RETRY and last.index is not None or last.name.startswith(_RETRY_SEG):
+    if (last.name == paths.RETRY and last.index is not None) or last.name.startswith(_RETRY_SEG):
         return EventKind.RETRY_DECISION
     if entry.decision == "inputs" and logical != paths.WORKFLOW_INPUTS:
         return EventKind.EFFECT_INTENT

@@ -14,8 +14,8 @@ from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import JournalError
 from telo.journal import paging, rules
 from telo.journal.model import (
-    AdmitResult,
     Admission,
+    AdmitResult,
     Claim,
     Entry,
     Outcome,

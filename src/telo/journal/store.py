@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from telo.journal.model import AdmitResult, Admission, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+from telo.journal.model import Admission, AdmitResult, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
 
 WakeCallback = Callable[[str], None]
 

@@ -3,7 +3,7 @@
 Python representation of each CEL type:
 
 =====================  =====================================================================================
-CEL type               Python value (dispatch is on the EXACT type: ``True`` is not an int, ``Uint(2)`` is not ``2``)
+CEL type               Python value (dispatch is on the EXACT type: ``True`` is no int, ``Uint(2)`` no ``2``)
 =====================  =====================================================================================
 null                   ``None``
 bool                   ``bool``
@@ -12,7 +12,7 @@ uint                   :class:`Uint` (an ``int`` subclass, 0 .. 2**64-1)
 double                 ``float``
 string                 ``str`` (Unicode text: no unpaired surrogates)
 bytes                  ``bytes``
-timestamp              :class:`Timestamp` (seconds since the epoch + nanos, 0001-01-01 .. 9999-12-31T23:59:59.999999999Z)
+timestamp              :class:`Timestamp` (epoch seconds + nanos, 0001-01-01..9999-12-31T23:59:59.999999999Z)
 duration               :class:`Duration` (seconds + nanos carrying the sign of seconds, ±315,576,000,000 s)
 list                   ``list``
 map                    ``dict`` — or :class:`CelMap` when its keys cannot live in one ``dict``
@@ -64,7 +64,7 @@ class Uint(int):
 
 @dataclass(frozen=True, slots=True, order=True)
 class Timestamp:
-    """A CEL ``google.protobuf.Timestamp``: ``seconds`` since the Unix epoch plus ``nanos`` (0..999,999,999)."""
+    """A CEL ``google.protobuf.Timestamp``: ``seconds`` since the Unix epoch plus ``nanos`` (0..999999999)."""
 
     seconds: int
     nanos: int = 0
@@ -113,7 +113,7 @@ class Timestamp:
 
 @dataclass(frozen=True, slots=True, order=True)
 class Duration:
-    """A CEL ``google.protobuf.Duration``: ``seconds`` plus ``nanos``, the nanos carrying the sign of seconds."""
+    """A CEL ``google.protobuf.Duration``: ``seconds`` plus ``nanos``, nanos carrying the sign of seconds."""
 
     seconds: int
     nanos: int = 0
