@@ -1,0 +1,477 @@
+"""The PostgreSQL journal store (reference §7 "Postgres journal"; spec §8.2 for ``writes_inside``).
+
+Format-compatible with the upstream ``DurableJournalPostgres.Journal``: the same two tables (see
+:mod:`telo.journal.postgres_schema`), values stored as frame text beside ``codec_version`` (a NULL codec
+version is a legacy row holding plain JSON with ``{"$bigint": "…"}``), and the same conditional statements
+for first-writer-wins appends, claims and due runs, so telo and upstream processes can share one journal.
+
+Transactions (reference §7 "Transactions"): lifecycle calls (admit, complete, park, unpark, claim, release,
+update_run, due_runs) always run on their own autocommit connection, because they describe the run rather
+than its work and must not vanish with a rolled-back body. Appends and reads join the transaction opened
+by :meth:`PostgresStore.transaction` when one is ambient in the calling context, so a ``Sql.Transaction``
+body on that connection is journaled per step and a rollback discards its entries with its effects.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.journal import paging
+from telo.journal.claims import holder_is_dead, this_host
+from telo.journal.memory import unknown_run
+from telo.journal.model import (
+    Admission,
+    AdmitResult,
+    Entry,
+    Outcome,
+    Parked,
+    RunFilter,
+    RunPage,
+    RunRecord,
+)
+from telo.journal.postgres_rows import (
+    ENTRY_COLS,
+    RUN_COLS,
+    columns_for,
+    db_errors,
+    dump,
+    entry_from_row,
+    entry_params,
+    record_from_row,
+)
+from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
+from telo.journal.postgres_wake import CONNECT_OPTIONS, WakeListener
+from telo.journal.store import Store, StoreTransaction, WakeCallback
+
+log = logging.getLogger("telo.journal.postgres")
+
+# Open transactions in this context, innermost last; one variable for every store (see _ambient).
+_AMBIENT: ContextVar[tuple[_PgTransaction, ...]] = ContextVar("telo_pg_ambient", default=())
+
+
+class _PgTransaction(StoreTransaction):
+    def __init__(self, store: PostgresStore, connection: psycopg.Connection[Any]) -> None:
+        self.store = store
+        self.connection = connection
+        self.is_open = True
+
+
+class PostgresStore(Store):
+    """A journal in two PostgreSQL tables named by ``table`` (reference §7; upstream default prefix)."""
+
+    kind = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str = "telo_durable",
+        create_table: bool = True,
+        notify_channel: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        pool_size: int = 8,
+    ) -> None:
+        self._names = names = names_for(table, notify_channel)
+        self._url = url
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._listeners: set[WakeListener] = set()
+        # A plain connection first: an unreachable server fails here at once, not after a pool timeout.
+        with db_errors("open the journal"), psycopg.connect(url, autocommit=True, **CONNECT_OPTIONS) as conn:
+            if create_table:
+                ensure_schema(conn, names)
+            else:
+                gaps = missing_columns(conn, names)
+                if gaps:
+                    raise JournalError(
+                        "ERR_JOURNAL_SCHEMA_MISSING",
+                        f"the PostgreSQL journal tables lack columns telo needs: {gaps}",
+                        hint="open the journal once with create_table=True (it creates or extends the "
+                        "tables), or run that DDL yourself",
+                        data={"missing": gaps},
+                    )
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(pool_size, 1),
+            kwargs={"autocommit": True, **CONNECT_OPTIONS},
+            # A connection the server dropped while idle is replaced on checkout instead of failing a write.
+            check=ConnectionPool.check_connection,
+            name=f"telo-{names.prefix}",
+            num_workers=2,
+            open=True,
+        )
+        self._parts: dict[str, sql.Composable] = {
+            "runs": names.runs_id,
+            "entries": names.entries_id,
+            "cols": sql.SQL(", ").join(map(sql.Identifier, RUN_COLS)),
+            "ecols": sql.SQL(", ").join(map(sql.Identifier, ENTRY_COLS)),
+        }
+        self._select_run = self._fmt("SELECT {cols} FROM {runs} WHERE run = %s")
+
+    # --- plumbing ---------------------------------------------------------------------------------------
+
+    def _fmt(self, query: str, **extra: sql.Composable) -> sql.Composed:
+        """``query`` with {runs}, {entries}, {cols}, {ecols} (and ``extra``) filled in as quoted SQL."""
+        return sql.SQL(query).format(**self._parts, **extra)
+
+    def _ambient(self) -> _PgTransaction | None:
+        for tx in reversed(_AMBIENT.get()):
+            if tx.store is self and tx.is_open:
+                return tx
+        return None
+
+    @contextmanager
+    def _conn(self, *, join: bool) -> Iterator[psycopg.Connection[Any]]:
+        """The ambient transaction's connection when ``join`` and one is open, else a pooled autocommit one."""
+        tx = self._ambient() if join else None
+        if tx is not None:
+            yield tx.connection
+            return
+        with self._pool.connection() as conn:
+            yield conn
+
+    def _one(
+        self, query: sql.Composed, params: Mapping[str, Any] | tuple[Any, ...], *, join: bool, action: str
+    ) -> dict[str, Any] | None:
+        with db_errors(action), self._conn(join=join) as conn, conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(query, params).fetchone()
+
+    def _notify(self, run: str) -> None:
+        """NOTIFY the wake channel (best effort: a lost wake-up only delays a resumer until its sweep)."""
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("SELECT pg_notify(%s, %s)", (self._names.channel, run))
+        except psycopg.Error as exc:
+            log.warning("could not NOTIFY a woken run: %s", exc, extra={"durable.run": run})
+
+    # --- runs -------------------------------------------------------------------------------------------
+
+    def admit(self, admission: Admission) -> AdmitResult:
+        now = self._clock.now_ms()
+        params = {
+            "run": admission.run,
+            "status": admission.status,
+            "due_at": admission.due_at,
+            "inputs": admission.inputs,
+            "inputs_v": admission.inputs_v,
+            "workflow": admission.workflow,
+            "digest": admission.manifest_digest,
+            "scope": admission.digest_scope,
+            "now": now,
+        }
+        insert = self._fmt(
+            "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
+            "digest_scope, created_at, updated_at, epoch) VALUES (%(run)s, %(status)s, %(due_at)s, %(inputs)s, "
+            "%(inputs_v)s, %(workflow)s, %(digest)s, %(scope)s, %(now)s, %(now)s, 0) "
+            "ON CONFLICT (run) DO NOTHING RETURNING {cols}"
+        )
+        row = self._one(insert, params, join=False, action="admit a run")
+        if row is not None:
+            # A scheduled run that is already due is worth a wake-up; a future one is found by the sweep,
+            # and a running one is executed by its admitter, which claims it right away.
+            if admission.status == "scheduled" and admission.due_at is not None and admission.due_at <= now:
+                self._notify(admission.run)
+            return AdmitResult(True, record_from_row(row))
+        existing = self._one(self._select_run, (admission.run,), join=False, action="read a run")
+        if existing is None:  # deleted between the conflict and the read: nothing sane to answer
+            raise JournalError("ERR_JOURNAL_FAILED", f"run {admission.run!r} vanished while being admitted")
+        return AdmitResult(False, record_from_row(existing))
+
+    def read_run(self, run: str) -> RunRecord | None:
+        row = self._one(self._select_run, (run,), join=True, action="read a run")
+        return None if row is None else record_from_row(row)
+
+    def _update(self, run: str, assignments: str, params: Mapping[str, Any], action: str) -> RunRecord:
+        query = self._fmt(f"UPDATE {{runs}} SET {assignments} WHERE run = %(run)s RETURNING {{cols}}")
+        row = self._one(query, {**params, "run": run}, join=False, action=action)
+        if row is None:
+            raise unknown_run(run)
+        return record_from_row(row)
+
+    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+        return self._update(
+            run,
+            "status = %(status)s, result = %(result)s, result_codec_version = %(result_v)s, error = %(error)s, "
+            "collapsed_regions = %(regions)s, collapse_reasons = %(reasons)s, replayed_steps = %(replayed)s, "
+            "due_at = NULL, parked_path = NULL, parked_resource = NULL, parked_token = NULL, "
+            "parked_reason = NULL, claim_holder = NULL, claim_until = NULL, updated_at = %(now)s",
+            {
+                "status": outcome.status,
+                "result": outcome.result,
+                "result_v": outcome.result_v,
+                "error": dump(dict(outcome.error)) if outcome.error else None,
+                "regions": outcome.collapsed_regions,
+                "reasons": dump(list(outcome.collapse_reasons)),
+                "replayed": outcome.replayed_steps,
+                "now": self._clock.now_ms(),
+            },
+            "settle a run",
+        )
+
+    def park(self, run: str, parked: Parked) -> RunRecord:
+        return self._update(
+            run,
+            "status = 'parked', parked_path = %(path)s, parked_resource = %(resource)s, parked_token = %(token)s, "
+            "parked_reason = %(reason)s, due_at = %(at)s, claim_holder = NULL, claim_until = NULL, "
+            "updated_at = %(now)s",
+            {
+                "path": parked.path,
+                "resource": parked.resource,
+                "token": parked.token,
+                "reason": parked.reason,
+                "at": parked.at,
+                "now": self._clock.now_ms(),
+            },
+            "park a run",
+        )
+
+    def unpark(self, run: str) -> bool:
+        query = self._fmt(
+            "UPDATE {runs} SET status = 'running', parked_path = NULL, parked_resource = NULL, "
+            "parked_token = NULL, parked_reason = NULL, due_at = NULL, updated_at = %s "
+            "WHERE run = %s AND status = 'parked'"
+        )
+        with db_errors("unpark a run"), self._pool.connection() as conn:
+            changed = conn.execute(query, (self._clock.now_ms(), run)).rowcount > 0
+        if changed:
+            self._notify(run)
+        return changed
+
+    def update_run(self, run: str, **changes: Any) -> RunRecord:
+        columns = {"updated_at": self._clock.now_ms(), **columns_for(changes)}
+        assignments = sql.SQL(", ").join(
+            sql.SQL("{} = {}").format(sql.Identifier(col), sql.Placeholder(col)) for col in columns
+        )
+        query = self._fmt("UPDATE {runs} SET {set} WHERE run = %(run)s RETURNING {cols}", set=assignments)
+        row = self._one(query, {**columns, "run": run}, join=False, action="update a run")
+        if row is None:
+            raise unknown_run(run)
+        return record_from_row(row)
+
+    def run_parked_on(self, token: str) -> RunRecord | None:
+        query = self._fmt(
+            "SELECT {cols} FROM {runs} WHERE parked_token = %s AND status = 'parked' "
+            'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1'
+        )
+        row = self._one(query, (token,), join=True, action="find a parked run")
+        return None if row is None else record_from_row(row)
+
+    def _dead_local_holders(self, conn: psycopg.Connection[Any], now_ms: int) -> list[str]:
+        """Holders of live-looking claims that are dead processes on this host (claims.holder_is_dead).
+
+        Only a handful of distinct holders exist (one per workflow instance and resumer), so they are
+        checked in Python and handed back to SQL as a list, keeping the due query's LIMIT exact.
+        """
+        query = self._fmt(
+            "SELECT DISTINCT claim_holder FROM {runs} WHERE claim_until > %s AND position(%s in claim_holder) > 0"
+        )
+        rows = conn.execute(query, (now_ms, f"@{this_host()}:")).fetchall()
+        return [r[0] for r in rows if holder_is_dead(r[0])]
+
+    def due_runs(self, now_ms: int, limit: int) -> list[str]:
+        query = self._fmt(
+            "SELECT r.run FROM {runs} r "
+            "WHERE (r.claim_until IS NULL OR r.claim_until <= %(now)s OR r.claim_holder IS NULL "
+            "       OR r.claim_holder = '' OR r.claim_holder = ANY(%(dead)s)) "
+            "  AND (r.status = 'running' "
+            "       OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
+            "       OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
+            "           (SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path)))) "
+            'ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s '
+            "FOR UPDATE OF r SKIP LOCKED"
+        )
+        # A short transaction of its own: SKIP LOCKED passes over rows a concurrent sweep is looking at.
+        with db_errors("look for due runs"), self._pool.connection() as conn, conn.transaction():
+            dead = self._dead_local_holders(conn, now_ms)
+            rows = conn.execute(query, {"now": now_ms, "dead": dead, "limit": max(limit, 0)}).fetchall()
+        return [r[0] for r in rows]
+
+    def list_runs(self, flt: RunFilter) -> RunPage:
+        where: list[str] = []
+        params: dict[str, Any] = {"limit": max(flt.limit, 0) + 1}
+        if flt.status is not None:
+            where.append("status = %(status)s")
+            params["status"] = flt.status
+        if flt.workflow is not None:
+            where.append("workflow = %(workflow)s")
+            params["workflow"] = flt.workflow
+        if flt.since is not None:
+            where.append("COALESCE(created_at, 0) >= %(since)s")
+            params["since"] = flt.since
+        if flt.after is not None:
+            params["c_at"], params["c_run"] = paging.decode_cursor(flt.after)
+            where.append('(COALESCE(created_at, 0), run COLLATE "C") < (%(c_at)s, %(c_run)s)')
+        query = self._fmt(
+            "SELECT {cols} FROM {runs}"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + ' ORDER BY COALESCE(created_at, 0) DESC, run COLLATE "C" DESC LIMIT %(limit)s'
+        )
+        with db_errors("list runs"), self._conn(join=True) as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(query, params).fetchall()
+        records = [record_from_row(r) for r in rows]
+        page, more = records[: flt.limit], len(records) > flt.limit
+        return RunPage(page, paging.encode_cursor(page[-1]) if more and page else None)
+
+    # --- claims -----------------------------------------------------------------------------------------
+
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+        take = self._fmt(
+            "UPDATE {runs} SET claim_holder = %(h)s, claim_until = %(until)s WHERE run = %(run)s AND "
+            "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '' "
+            "OR claim_holder = %(h)s)"
+        )
+        params = {"h": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
+        with db_errors("claim a run"), self._pool.connection() as conn:
+            if conn.execute(take, params).rowcount > 0:
+                return True
+            row = conn.execute(self._fmt("SELECT claim_holder, claim_until FROM {runs} WHERE run = %s"), (run,))
+            current = row.fetchone()
+            if current is None:
+                return False
+            other, until = current
+            if not isinstance(other, str) or not holder_is_dead(other):
+                return False
+            # Its holder is a dead process on this host: take over now rather than waiting out the TTL, but
+            # only if the claim is still the one we judged (compare-and-set against a concurrent taker).
+            cas = self._fmt(
+                "UPDATE {runs} SET claim_holder = %(h)s, claim_until = %(until)s "
+                "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s"
+            )
+            return conn.execute(cas, {**params, "other": other, "was": until}).rowcount > 0
+
+    def release(self, run: str, holder: str) -> None:
+        query = self._fmt(
+            "UPDATE {runs} SET claim_holder = NULL, claim_until = NULL WHERE run = %s AND claim_holder = %s"
+        )
+        with db_errors("release a claim"), self._pool.connection() as conn:
+            conn.execute(query, (run, holder))
+
+    # --- entries ----------------------------------------------------------------------------------------
+
+    def append(self, run: str, entry: Entry) -> Entry:
+        # INSERT … SELECT … WHERE EXISTS refuses an entry for a run never admitted, like the memory store;
+        # the casts type the parameters, which a bare SELECT list would leave as text.
+        insert = self._fmt(
+            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version) "
+            "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, %(target)s::text, "
+            "%(value)s::text, %(v)s::integer WHERE EXISTS (SELECT 1 FROM {runs} WHERE run = %(run)s) "
+            "ON CONFLICT (run, path) DO NOTHING RETURNING seq"
+        )
+        params = entry_params(run, entry)
+        stored = self._fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s")
+        with db_errors("append a journal entry"), self._conn(join=True) as conn:
+            row = conn.execute(insert, params).fetchone()
+            if row is not None:
+                return entry.with_seq(row[0])
+            with conn.cursor(row_factory=dict_row) as cur:
+                first = cur.execute(stored, (run, entry.path)).fetchone()
+            if first is not None:
+                return entry_from_row(run, first)  # first writer wins: hand back what is stored
+            exists = conn.execute(self._fmt("SELECT 1 FROM {runs} WHERE run = %s"), (run,)).fetchone()
+        if exists is None:
+            raise unknown_run(run)
+        raise JournalCorrupt(
+            ERR_DURABLE_JOURNAL_CORRUPT,
+            f"journal entry {entry.path!r} of run {run!r} conflicted on write but cannot be read back",
+            data={"run": run, "path": entry.path},
+        )
+
+    def read_entries(self, run: str) -> list[Entry]:
+        query = self._fmt("SELECT {ecols} FROM {entries} WHERE run = %s ORDER BY seq")
+        with db_errors("read journal entries"), self._conn(join=True) as c, c.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(query, (run,)).fetchall()
+        return [entry_from_row(run, r) for r in rows]
+
+    def truncate_before(self, run: str, seq: int) -> int:
+        query = self._fmt("DELETE FROM {entries} WHERE run = %s AND seq < %s")
+        with db_errors("truncate journal entries"), self._conn(join=True) as conn:
+            return conn.execute(query, (run, seq)).rowcount
+
+    # --- transactions, wake-ups, lifecycle -------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[StoreTransaction]:
+        """A transaction appends and reads in this context join (spec §8.2; reference §7 "Transactions").
+
+        Commits when the block ends normally, rolls back (with every entry appended inside) when it raises.
+        Opened while another of this store's transactions is ambient, it is a SAVEPOINT on that connection.
+        """
+        return self._transaction()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[StoreTransaction]:
+        outer = self._ambient()
+        if outer is not None:
+            with self._open(outer.connection) as tx:
+                yield tx
+            return
+        with db_errors("open a transaction"):
+            conn = self._pool.getconn()
+        try:
+            with self._open(conn) as tx:
+                yield tx
+        finally:
+            self._pool.putconn(conn)
+
+    @contextmanager
+    def _open(self, conn: psycopg.Connection[Any]) -> Iterator[StoreTransaction]:
+        tx = _PgTransaction(self, conn)
+        body_done = False
+        try:
+            with conn.transaction():  # BEGIN (or SAVEPOINT); COMMIT on normal exit, ROLLBACK on any raise
+                token = _AMBIENT.set((*_AMBIENT.get(), tx))
+                try:
+                    yield tx
+                finally:
+                    tx.is_open = False
+                    _AMBIENT.reset(token)
+                body_done = True
+        except psycopg.Error as exc:
+            if not body_done:
+                raise  # the body's own error (for example its SQL) reaches the caller unchanged
+            raise JournalError(
+                "ERR_JOURNAL_FAILED",
+                f"the PostgreSQL journal transaction failed to commit: {exc}",
+                data={"sqlstate": exc.sqlstate} if exc.sqlstate else None,
+            ) from exc
+
+    def _transaction_open(self, tx: StoreTransaction) -> bool:
+        # "Exactly when" (spec §8.2): open, and the very transaction our appends in this context join.
+        ambient = self._ambient()
+        return (
+            isinstance(tx, _PgTransaction)
+            and tx.is_open
+            and ambient is not None
+            and ambient.connection is tx.connection
+        )
+
+    def subscribe_wake(self, callback: WakeCallback) -> Callable[[], None] | None:
+        listener = WakeListener(self._url, self._names.channel, callback)
+        with self._lock:
+            self._listeners.add(listener)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._listeners.discard(listener)
+            listener.stop()
+
+        return unsubscribe
+
+    def close(self) -> None:
+        with self._lock:
+            listeners, self._listeners = list(self._listeners), set()
+        for listener in listeners:
+            listener.stop()
+        self._pool.close()

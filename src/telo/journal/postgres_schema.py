@@ -1,0 +1,218 @@
+"""The PostgreSQL journal's tables and their DDL (reference §7 "Postgres journal", "DDL and races").
+
+The two tables keep the upstream shape column for column, so a journal written by the Node runtime reads here
+and one written here reads there. telo adds extension columns to ``<prefix>_runs`` only (see
+:data:`RUN_EXTENSION_COLUMNS`); they are nullable, so upstream writers that do not know them keep working, and
+they are added with ``ALTER TABLE … ADD COLUMN`` when an upstream-created table lacks them.
+
+Names: the prefix is validated against ``^[A-Za-z_][A-Za-z0-9_]*$`` like upstream, which interpolates it into
+SQL unquoted, so PostgreSQL folds it to lower case there. We quote every name with :class:`sql.Identifier` (no
+injection whatever the input) but fold the prefix to lower case first, so ``table="MyJournal"`` names the
+very tables — and the very NOTIFY channel — an upstream writer with the same setting uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import psycopg
+from psycopg import sql
+
+from telo.errors import JournalError
+
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MAX_IDENTIFIER: Final = 63  # NAMEDATALEN - 1: PostgreSQL silently truncates longer names
+
+# SQLSTATEs that mean "someone else created it first" (reference §7): duplicate_table, duplicate_object,
+# unique_violation (two CREATE … IF NOT EXISTS racing on the catalog's unique index), duplicate_column.
+RACE_SQLSTATES: Final = frozenset({"42P07", "42710", "23505", "42701"})
+_CAUSE_DEPTH: Final = 8
+
+# (column, type) in upstream order; [N] columns included. Types follow the reference's table list.
+RUN_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("run", "TEXT PRIMARY KEY"),
+    ("status", "TEXT NOT NULL"),
+    ("due_at", "BIGINT"),
+    ("parked_path", "TEXT"),
+    ("parked_resource", "TEXT"),
+    ("parked_token", "TEXT"),
+    ("inputs", "TEXT"),
+    ("result", "TEXT"),
+    ("error", "TEXT"),
+    ("collapsed_regions", "INTEGER"),
+    ("collapse_reasons", "TEXT"),
+    ("replayed_steps", "INTEGER"),
+    ("inputs_codec_version", "INTEGER"),
+    ("result_codec_version", "INTEGER"),
+    ("claim_holder", "TEXT"),
+    ("claim_until", "BIGINT"),
+)
+
+# telo extensions (RunRecord fields upstream has no column for). All nullable: upstream rows read as NULL.
+RUN_EXTENSION_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("parked_reason", "TEXT"),
+    ("manifest_digest", "TEXT"),
+    ("digest_scope", "TEXT"),
+    ("workflow", "TEXT"),
+    ("created_at", "BIGINT"),
+    ("updated_at", "BIGINT"),
+    ("epoch", "INTEGER"),
+)
+
+ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("run", "TEXT NOT NULL"),
+    ("path", "TEXT NOT NULL"),
+    ("seq", "BIGSERIAL"),
+    ("entry_kind", "TEXT NOT NULL"),
+    ("decision", "TEXT"),
+    ("target", "TEXT"),
+    ("value", "TEXT"),
+    ("codec_version", "INTEGER"),
+)
+
+# Columns an older table may lack and that ALTER may add (never a key or NOT NULL column: a populated table
+# cannot gain one of those, and every upstream version already has them).
+_ADDABLE_RUN: Final = RUN_COLUMNS[2:] + RUN_EXTENSION_COLUMNS
+_ADDABLE_ENTRY: Final = tuple(c for c in ENTRY_COLUMNS if c[0] in ("decision", "target", "value", "codec_version"))
+
+
+@dataclass(frozen=True, slots=True)
+class Names:
+    """Every SQL name derived from one prefix."""
+
+    prefix: str
+    runs: str
+    entries: str
+    channel: str
+
+    @property
+    def runs_id(self) -> sql.Identifier:
+        return sql.Identifier(self.runs)
+
+    @property
+    def entries_id(self) -> sql.Identifier:
+        return sql.Identifier(self.entries)
+
+    def index_names(self) -> tuple[str, ...]:
+        # The seq index's name says "runs" although it indexes the entries table: that is upstream's name.
+        return (
+            f"{self.prefix}_runs_entries_seq_idx",
+            f"{self.prefix}_runs_parked_token_idx",
+            f"{self.prefix}_runs_due_idx",
+            f"{self.prefix}_runs_created_idx",
+        )
+
+
+def names_for(table: str, notify_channel: str | None) -> Names:
+    """Validate the prefix (and channel) and derive the table, index and channel names."""
+    for what, value in (("table", table), ("notify_channel", notify_channel)):
+        if value is not None and not _NAME.fullmatch(value):
+            raise JournalError(
+                "ERR_JOURNAL_CONFIG_INVALID",
+                f"the PostgreSQL journal {what} {value!r} is not a plain SQL name",
+                hint="use letters, digits and underscores, not starting with a digit (^[A-Za-z_][A-Za-z0-9_]*$)",
+                data={what: value},
+            )
+    prefix = table.lower()
+    names = Names(prefix, f"{prefix}_runs", f"{prefix}_entries", (notify_channel or f"{prefix}_wake").lower())
+    longest = max((names.runs, names.entries, names.channel, *names.index_names()), key=len)
+    if len(longest) > _MAX_IDENTIFIER:
+        raise JournalError(
+            "ERR_JOURNAL_CONFIG_INVALID",
+            f"the PostgreSQL journal prefix {table!r} is too long: {longest!r} exceeds {_MAX_IDENTIFIER} "
+            f"characters and PostgreSQL would truncate it",
+            hint="choose a prefix of at most 40 characters",
+            data={"table": table},
+        )
+    return names
+
+
+def is_race(exc: BaseException) -> bool:
+    """True when ``exc`` (or a cause up to 8 levels down) carries a concurrent-create SQLSTATE."""
+    seen: BaseException | None = exc
+    for _ in range(_CAUSE_DEPTH):
+        if seen is None:
+            return False
+        if getattr(seen, "sqlstate", None) in RACE_SQLSTATES:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _execute_tolerating_race(conn: psycopg.Connection[Any], stmt: sql.Composed) -> None:
+    try:
+        conn.execute(stmt)
+    except psycopg.Error as exc:
+        if not is_race(exc):
+            raise
+
+
+def _column_list(columns: tuple[tuple[str, str], ...]) -> sql.Composable:
+    return sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(n), sql.SQL(t)) for n, t in columns)
+
+
+def _existing_columns(conn: psycopg.Connection[Any], table: str) -> set[str]:
+    rows = conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = %s",
+        (table,),
+    ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
+def missing_columns(conn: psycopg.Connection[Any], names: Names) -> dict[str, list[str]]:
+    """Columns telo needs that the tables lack; a missing table reports all of its columns."""
+    out: dict[str, list[str]] = {}
+    for table, wanted in (
+        (names.runs, RUN_COLUMNS + RUN_EXTENSION_COLUMNS),
+        (names.entries, ENTRY_COLUMNS),
+    ):
+        have = _existing_columns(conn, table)
+        gaps = [n for n, _ in wanted if n not in have]
+        if gaps:
+            out[table] = gaps
+    return out
+
+
+def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
+    """Create the tables and indexes, and add any missing column, so concurrent callers all succeed.
+
+    ``conn`` is in autocommit mode: each statement commits alone, so a statement that loses a race (and is
+    tolerated) does not abort the ones after it.
+    """
+    runs, entries = names.runs_id, names.entries_id
+    _execute_tolerating_race(
+        conn, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(runs, _column_list(RUN_COLUMNS))
+    )
+    _execute_tolerating_race(
+        conn,
+        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY (run, path))").format(
+            entries, _column_list(ENTRY_COLUMNS)
+        ),
+    )
+    # Only what information_schema reports missing: an upstream-created table gains telo's columns, and a
+    # table that has them is not touched (no ACCESS EXCLUSIVE lock on every open).
+    for table, ident, addable in ((names.runs, runs, _ADDABLE_RUN), (names.entries, entries, _ADDABLE_ENTRY)):
+        have = _existing_columns(conn, table)
+        for column, type_ in addable:
+            if column not in have:
+                _execute_tolerating_race(
+                    conn,
+                    sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}").format(
+                        ident, sql.Identifier(column), sql.SQL(type_)
+                    ),
+                )
+    seq_idx, token_idx, due_idx, created_idx = (sql.Identifier(n) for n in names.index_names())
+    for stmt in (
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run, seq)").format(seq_idx, entries),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (parked_token) WHERE parked_token IS NOT NULL").format(
+            token_idx, runs
+        ),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (status, due_at)").format(due_idx, runs),
+        # telo extension: serves list_runs' order (newest first, ids in code-point order like Python).
+        sql.SQL('CREATE INDEX IF NOT EXISTS {} ON {} ((COALESCE(created_at, 0)) DESC, run COLLATE "C" DESC)').format(
+            created_idx, runs
+        ),
+    ):
+        _execute_tolerating_race(conn, stmt)
