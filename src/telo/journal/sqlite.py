@@ -1,0 +1,404 @@
+"""The SQLite journal: one file, WAL, durable commits shared by many runs (ARCHITECTURE §3-§4; reference §7).
+
+The tables mirror the PostgreSQL journal (:mod:`telo.journal.sqlite_schema`); the semantics are the store
+protocol's (:mod:`telo.journal.store`), held to the memory store's answers by the conformance suite.
+
+- **Writes** go through one writer thread per store that commits whatever is queued in one transaction
+  (:mod:`telo.journal.sqlite_writer`, group commit). ``synchronous=FULL`` by default, so an acknowledged
+  append survives a power loss.
+- **Reads** use a small pool of connections; in WAL they read the last commit and never block the writer.
+- **Several processes** may share one file: every write transaction is ``BEGIN IMMEDIATE`` (SQLite's one
+  write lock, waited for up to the busy timeout), appends are first-writer-wins on the (run, path) key, and
+  claims are conditional UPDATEs (reference §7 claimRun), a dead local holder's claim taken over by a
+  compare-and-set on its holder text (reference §6 "Claims", :mod:`telo.journal.claims`).
+- **Transactions** (spec §8.2): :meth:`SqliteStore.transaction` holds ``BEGIN IMMEDIATE`` on a dedicated
+  connection and makes it ambient in the current context; appends and reads in that context join it, so a
+  rollback discards their entries. Lifecycle writes (admit, complete, park, claim, ...) stay outside any
+  transaction as in the reference; SQLite has one write lock per file, so such a call made *inside* the
+  transaction's own context could only wait for itself — it is refused at once instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import fields
+from functools import partial
+from typing import Any, TypeVar
+from weakref import finalize
+
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.journal import paging
+from telo.journal.claims import holder_is_dead
+from telo.journal.memory import unknown_run
+from telo.journal.model import (
+    Admission,
+    AdmitResult,
+    Entry,
+    Outcome,
+    Parked,
+    RunFilter,
+    RunPage,
+    RunRecord,
+)
+from telo.journal.sqlite_schema import (
+    Sql,
+    check_options,
+    columns_for,
+    connect,
+    create_schema,
+    entry_from_row,
+    error_json,
+    reasons_json,
+    record_from_row,
+    target_json,
+)
+from telo.journal.sqlite_tx import AMBIENT, SAVEPOINTS, Pool, SqliteTransaction, finish
+from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
+from telo.journal.store import Store, StoreTransaction
+
+T = TypeVar("T")
+Op = Callable[[sqlite3.Connection], T]
+
+# update_run takes RunRecord field names; updated_at is the store's to set (as in the memory store).
+_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "updated_at"}
+
+
+def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
+    writer.close()
+    pool.close()
+
+
+class SqliteStore(Store):
+    """A journal in one SQLite file (see the module docstring)."""
+
+    kind = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "FULL",
+        clock: Clock = SYSTEM_CLOCK,
+        busy_timeout_ms: int = 30000,
+        table: str = "telo_durable",
+    ) -> None:
+        self.path = os.fspath(path)
+        self.synchronous = check_options(self.path, synchronous)
+        self._sql = Sql.for_prefix(table)
+        self._clock = clock
+        self._busy_timeout_ms = busy_timeout_ms
+        conn = self._connect()
+        try:
+            create_schema(conn, self._sql, self.path)
+        except BaseException:
+            conn.close()
+            raise
+        self._writer = GroupCommitWriter(conn, f"telo-sqlite-writer:{os.path.basename(self.path)}")
+        # The pool must not reference self, or the finalizer below would keep the store alive forever.
+        self._pool = Pool(partial(connect, self.path, synchronous=self.synchronous,
+                                   busy_timeout_ms=busy_timeout_ms))
+        # A store dropped without close() still stops its thread and closes its connections.
+        self._finalizer = finalize(self, _shutdown, self._writer, self._pool)
+
+    def _connect(self) -> sqlite3.Connection:
+        return connect(self.path, synchronous=self.synchronous, busy_timeout_ms=self._busy_timeout_ms)
+
+    @property
+    def stats(self) -> WriterStats:
+        """Group-commit counters: ``commits``, ``ops``, ``max_batch``, ``failed_ops``, ``failed_batches``."""
+        return self._writer.stats
+
+    def close(self) -> None:
+        """Finish every queued write, stop the writer thread and close the connections. Idempotent."""
+        self._finalizer()
+
+    # --- plumbing: where a call runs ---------------------------------------------------------------------
+
+    def _ambient(self) -> SqliteTransaction | None:
+        for tx in reversed(AMBIENT.get()):
+            if tx.store is self and tx.open:
+                return tx
+        return None
+
+    def _read(self, fn: Op[T]) -> T:
+        tx = self._ambient()
+        if tx is not None:
+            with tx.lock:
+                return fn(tx.connection)
+        conn = self._pool.take()
+        try:
+            return fn(conn)
+        finally:
+            self._pool.give(conn)
+
+    def _lifecycle(self, what: str, fn: Op[T], *, isolated: bool = True) -> T:
+        """A run-lifecycle write: always through the writer, never inside an ambient transaction."""
+        if self._ambient() is not None:
+            raise JournalError(
+                "ERR_JOURNAL_IN_TRANSACTION",
+                f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
+                "their own, and SQLite's one write lock is held by that transaction",
+                hint="make the call before the transaction opens or after it ends",
+            )
+        return self._writer.call(fn, isolated=isolated)
+
+    def _entry_write(self, fn: Op[T], *, isolated: bool) -> Future[T]:
+        """An entry write: joins the ambient transaction if there is one, else goes to the group commit."""
+        tx = self._ambient()
+        if tx is None:
+            return self._writer.submit(fn, isolated=isolated)
+        done: Future[T] = Future()
+        with tx.lock:
+            conn = tx.connection
+            conn.execute("SAVEPOINT entry")  # an op that raises leaves the caller's transaction as it was
+            try:
+                result = fn(conn)
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO entry")
+                    conn.execute("RELEASE entry")
+                done.set_exception(exc)
+                return done
+            conn.execute("RELEASE entry")
+        done.set_result(result)
+        return done
+
+    # --- runs ----------------------------------------------------------------------------------------------
+
+    def admit(self, admission: Admission) -> AdmitResult:
+        sql, now = self._sql, self._clock.now_ms()
+        a = admission
+        record = RunRecord(
+            run=a.run,
+            status=a.status,
+            due_at=a.due_at,
+            inputs=a.inputs,
+            inputs_v=a.inputs_v,
+            workflow=a.workflow,
+            manifest_digest=a.manifest_digest,
+            digest_scope=a.digest_scope,
+            created_at=now,
+            updated_at=now,
+        )
+        params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
+                  a.digest_scope, now, now)
+
+        def op(conn: sqlite3.Connection) -> AdmitResult:
+            if conn.execute(sql.admit, params).rowcount == 1:
+                return AdmitResult(True, record)
+            return AdmitResult(False, _record(conn, sql, a.run))
+
+        return self._lifecycle("admit", op, isolated=False)  # one INSERT OR IGNORE, then a read
+
+    def read_run(self, run: str) -> RunRecord | None:
+        sql = self._sql
+
+        def op(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(sql.select_run, (run,)).fetchone()
+            return None if row is None else record_from_row(row)
+
+        return self._read(op)
+
+    def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...]) -> RunRecord:
+        sql = self._sql
+
+        def op(conn: sqlite3.Connection) -> RunRecord:
+            if conn.execute(stmt, params).rowcount == 0:
+                raise unknown_run(run)
+            return _record(conn, sql, run)
+
+        return self._lifecycle(what, op)
+
+    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+        o = outcome
+        params = (o.status, o.result, o.result_v, error_json(o.error), o.collapsed_regions,
+                  reasons_json(o.collapse_reasons), o.replayed_steps, self._clock.now_ms(), run)
+        return self._update("complete", run, self._sql.complete, params)
+
+    def park(self, run: str, parked: Parked) -> RunRecord:
+        p = parked
+        params = (p.path, p.resource, p.token, p.at, p.reason, p.at, self._clock.now_ms(), run)
+        return self._update("park", run, self._sql.park, params)
+
+    def unpark(self, run: str) -> bool:
+        stmt, params = self._sql.unpark, (self._clock.now_ms(), run)
+        return self._lifecycle("unpark", lambda conn: conn.execute(stmt, params).rowcount > 0, isolated=False)
+
+    def update_run(self, run: str, **changes: Any) -> RunRecord:
+        bad = set(changes) - _RECORD_FIELDS
+        if bad:
+            raise TypeError(f"not run record fields: {sorted(bad)}")
+        cols: list[tuple[str, Any]] = []
+        for name, value in changes.items():
+            cols += columns_for(name, value)
+        cols.append(("updated_at", self._clock.now_ms()))
+        stmt = self._sql.update([c for c, _ in cols])
+        return self._update("update_run", run, stmt, (*(v for _, v in cols), run))
+
+    def run_parked_on(self, token: str) -> RunRecord | None:
+        stmt = self._sql.parked_on
+
+        def op(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(stmt, (token,)).fetchone()
+            return None if row is None else record_from_row(row)
+
+        return self._read(op)
+
+    def due_runs(self, now_ms: int, limit: int) -> list[str]:
+        """reference §7 dueRuns; a live-by-time claim counts as free when its holder died on this host."""
+        sql = self._sql
+
+        def op(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+            free = conn.execute(sql.due_free, {"now": now_ms, "limit": limit}).fetchall()
+            claimed = conn.execute(sql.due_claimed, {"now": now_ms}).fetchall()
+            return free, claimed
+
+        free, claimed = self._read(op)
+        dead: dict[str, bool] = {}  # few distinct holders (one per process): probe each once
+        due = {run: due_at for run, due_at in free}
+        for run, due_at, holder in claimed:
+            if holder not in dead:
+                dead[holder] = holder_is_dead(holder)
+            if dead[holder]:
+                due[run] = due_at
+        ordered = sorted(due.items(), key=lambda rd: (rd[1] is not None, rd[1] or 0, rd[0]))
+        return [run for run, _ in ordered[:limit]]
+
+    def list_runs(self, flt: RunFilter) -> RunPage:
+        params: dict[str, Any] = {"status": flt.status, "workflow": flt.workflow, "since": flt.since,
+                                  "limit": flt.limit + 1}
+        if flt.after is not None:
+            params["after_created"], params["after_run"] = paging.decode_cursor(flt.after)
+        stmt = self._sql.list_runs(flt.status is not None, flt.workflow is not None, flt.since is not None,
+                                   flt.after is not None)
+        rows = self._read(lambda conn: conn.execute(stmt, params).fetchall())
+        runs = [record_from_row(r) for r in rows]
+        page, more = runs[: flt.limit], len(runs) > flt.limit
+        return RunPage(page, paging.encode_cursor(page[-1]) if more and page else None)
+
+    # --- claims --------------------------------------------------------------------------------------------
+
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+        sql = self._sql
+        params = {"holder": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
+
+        def op(conn: sqlite3.Connection) -> bool:
+            if conn.execute(sql.claim, params).rowcount == 1:
+                return True
+            row = conn.execute(sql.holder_of, (run,)).fetchone()
+            if row is None or row[0] is None or not holder_is_dead(row[0]):
+                return False  # unknown run, or another live holder
+            # Taken over only if the claim still names the holder we found dead (compare-and-set).
+            return conn.execute(sql.claim_from, {**params, "old": row[0]}).rowcount == 1
+
+        return self._lifecycle("claim", op, isolated=False)  # each UPDATE is all or nothing on its own
+
+    def release(self, run: str, holder: str) -> None:
+        stmt = self._sql.release
+        self._lifecycle("release", lambda conn: conn.execute(stmt, (run, holder)).rowcount, isolated=False)
+
+    # --- entries -------------------------------------------------------------------------------------------
+
+    def append(self, run: str, entry: Entry) -> Entry:
+        return self.submit_append(run, entry).result()
+
+    def submit_append(self, run: str, entry: Entry) -> Future[Entry]:
+        """:meth:`append` without blocking: the future resolves (after the durable COMMIT) to the stored entry.
+
+        For asyncio callers: ``await asyncio.wrap_future(store.submit_append(run, entry))`` needs no thread
+        per call. Inside an ambient transaction the append runs at once and the future is already done.
+        """
+        sql = self._sql
+        row = [run, entry.path, 0, entry.kind, entry.decision, target_json(entry.target), entry.value, entry.v]
+
+        def op(conn: sqlite3.Connection) -> Entry:
+            # Bump the run's counter first: it is the existence check and the new seq in one statement.
+            # A seq burnt by a losing writer leaves a gap, which "strictly increasing" allows.
+            got = conn.execute(sql.bump_seq, (run,)).fetchone()
+            if got is None:
+                raise unknown_run(run)
+            row[2] = got[0]
+            if conn.execute(sql.insert_entry, row).rowcount == 1:
+                return entry.with_seq(got[0])
+            # First writer wins (reference §7): the path already has an entry — possibly written earlier in
+            # this very batch — and that stored entry is the answer.
+            stored = conn.execute(sql.select_entry, (run, entry.path)).fetchone()
+            if stored is None:
+                raise JournalCorrupt(
+                    ERR_DURABLE_JOURNAL_CORRUPT,
+                    f"the SQLite journal refused entry {entry.path!r} of run {run!r} but holds none there",
+                    hint="inspect the journal with `telo runs journal`",
+                    data={"run": run, "path": entry.path},
+                )
+            return entry_from_row(stored)
+
+        # No SAVEPOINT: each statement leaves a consistent journal should the next one fail.
+        return self._entry_write(op, isolated=False)
+
+    def read_entries(self, run: str) -> list[Entry]:
+        stmt = self._sql.select_entries
+        rows = self._read(lambda conn: conn.execute(stmt, (run,)).fetchall())
+        return [entry_from_row(r) for r in rows]
+
+    def truncate_before(self, run: str, seq: int) -> int:
+        stmt = self._sql.truncate
+        fut = self._entry_write(lambda conn: conn.execute(stmt, (run, seq)).rowcount, isolated=False)
+        return fut.result()
+
+    # --- transactions ----------------------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqliteTransaction]:
+        """Open a transaction that appends and reads in this context join (spec §8.2; module docstring).
+
+        Commits when the block ends normally, rolls back (discarding the entries appended inside) when it
+        raises — including a suspension. Nested, it is a SAVEPOINT of the enclosing transaction.
+        """
+        outer = self._ambient()
+        conn: sqlite3.Connection | None = None
+        if outer is not None:
+            name = f"tx{next(SAVEPOINTS)}"
+            with outer.lock:
+                outer.connection.execute(f"SAVEPOINT {name}")
+            tx = SqliteTransaction(self, outer.connection, outer.lock, name)
+        else:
+            conn = self._pool.take()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                self._pool.give(conn)
+                raise
+            tx = SqliteTransaction(self, conn, threading.RLock(), None)
+        token = AMBIENT.set((*AMBIENT.get(), tx))
+        try:
+            yield tx
+        except BaseException:
+            tx.open = False
+            with tx.lock:
+                finish(tx, commit=False)
+            raise
+        else:
+            tx.open = False
+            with tx.lock:
+                finish(tx, commit=True)
+        finally:
+            tx.open = False
+            AMBIENT.reset(token)
+            if conn is not None:
+                self._pool.give(conn)
+
+    def _transaction_open(self, tx: StoreTransaction) -> bool:
+        return isinstance(tx, SqliteTransaction) and tx.store is self and tx.open
+
+
+def _record(conn: sqlite3.Connection, sql: Sql, run: str) -> RunRecord:
+    row = conn.execute(sql.select_run, (run,)).fetchone()
+    if row is None:
+        raise unknown_run(run)
+    return record_from_row(row)

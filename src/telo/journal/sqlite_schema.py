@@ -1,0 +1,366 @@
+"""The SQLite journal's tables, connections and row mapping (reference §7 "Postgres journal", mirrored).
+
+The SQLite journal keeps the PostgreSQL journal's two tables — same names ``<prefix>_runs`` /
+``<prefix>_entries``, same columns, same indexes — so a journal moves between the two by copying rows, and
+one reader understands both. telo's extension columns (``parked_reason``, ``parked_at``, ``manifest_digest``,
+``digest_scope``, ``workflow``, ``created_at``, ``updated_at``, ``epoch``) are nullable like in PostgreSQL.
+One column is SQLite's own: ``last_seq``, the run's entry counter. PostgreSQL numbers entries with a
+BIGSERIAL; here the writer bumps ``last_seq`` on the run row inside the appending transaction, which keeps
+``seq`` strictly increasing per run even after compaction deleted the newest entries (``max(seq)+1`` would
+reuse numbers then) and doubles as the "does this run exist" check, so an append needs no SELECT.
+
+The schema version lives in ``PRAGMA user_version`` (a future migration reads it); tables and indexes are
+created with ``IF NOT EXISTS`` inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once
+serialise on SQLite's write lock and the second one finds everything in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from telo.errors import JournalError
+from telo.journal.model import Claim, Entry, Parked, RunRecord
+
+SCHEMA_VERSION: Final = 1
+SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
+# RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
+MIN_SQLITE: Final = (3, 35, 0)
+
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# (column, type): the PostgreSQL journal's columns in upstream order, then telo's extensions, then last_seq.
+RUN_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("run", "TEXT PRIMARY KEY"),
+    ("status", "TEXT NOT NULL"),
+    ("due_at", "INTEGER"),
+    ("parked_path", "TEXT"),
+    ("parked_resource", "TEXT"),
+    ("parked_token", "TEXT"),
+    ("inputs", "TEXT"),
+    ("result", "TEXT"),
+    ("error", "TEXT"),
+    ("collapsed_regions", "INTEGER"),
+    ("collapse_reasons", "TEXT"),
+    ("replayed_steps", "INTEGER"),
+    ("inputs_codec_version", "INTEGER"),
+    ("result_codec_version", "INTEGER"),
+    ("claim_holder", "TEXT"),
+    ("claim_until", "INTEGER"),
+    ("parked_reason", "TEXT"),
+    ("parked_at", "INTEGER"),
+    ("manifest_digest", "TEXT"),
+    ("digest_scope", "TEXT"),
+    ("workflow", "TEXT"),
+    ("created_at", "INTEGER"),
+    ("updated_at", "INTEGER"),
+    ("epoch", "INTEGER"),
+    ("last_seq", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("run", "TEXT NOT NULL"),
+    ("path", "TEXT NOT NULL"),
+    ("seq", "INTEGER NOT NULL"),
+    ("entry_kind", "TEXT NOT NULL"),
+    ("decision", "TEXT"),
+    ("target", "TEXT"),  # JSON {kind, name, module?}; NULL for a delivery
+    ("value", "TEXT"),  # frame text; NULL = produced nothing (differs from the JSON text "null")
+    ("codec_version", "INTEGER"),  # NULL = legacy plain JSON with {"$bigint": "…"}
+)
+
+# The columns a RunRecord is read from, in record_from_row's order.
+RECORD_SELECT: Final = (
+    "run, status, due_at, parked_path, parked_resource, parked_token, parked_at, parked_reason, "
+    "inputs, inputs_codec_version, result, result_codec_version, error, collapsed_regions, "
+    "collapse_reasons, replayed_steps, manifest_digest, digest_scope, workflow, created_at, updated_at, "
+    "claim_holder, claim_until, epoch"
+)
+ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Sql:
+    """Every statement the store runs, formatted once for a validated prefix."""
+
+    runs: str
+    entries: str
+    ddl: tuple[str, ...]
+    admit: str
+    select_run: str
+    bump_seq: str
+    insert_entry: str
+    select_entry: str
+    select_entries: str
+    truncate: str
+    complete: str
+    park: str
+    unpark: str
+    claim: str
+    claim_from: str
+    holder_of: str
+    release: str
+    parked_on: str
+    due_free: str
+    due_claimed: str
+
+    @classmethod
+    def for_prefix(cls, prefix: str) -> Sql:
+        if not _NAME.fullmatch(prefix):
+            raise JournalError(
+                "ERR_JOURNAL_CONFIG_INVALID",
+                f"the SQLite journal table prefix {prefix!r} is not a plain SQL name",
+                hint="use letters, digits and underscores, not starting with a digit "
+                "(^[A-Za-z_][A-Za-z0-9_]*$)",
+                data={"table": prefix},
+            )
+        runs, entries = f"{prefix}_runs", f"{prefix}_entries"
+        run_cols = ", ".join(f"{n} {t}" for n, t in RUN_COLUMNS)
+        entry_cols = ", ".join(f"{n} {t}" for n, t in ENTRY_COLUMNS)
+        ddl = (
+            f"CREATE TABLE IF NOT EXISTS {runs} ({run_cols})",
+            f"CREATE TABLE IF NOT EXISTS {entries} ({entry_cols}, PRIMARY KEY (run, path))",
+            # Index names are upstream's (the seq index says "runs" although it indexes entries).
+            f"CREATE INDEX IF NOT EXISTS {prefix}_runs_entries_seq_idx ON {entries} (run, seq)",
+            f"CREATE INDEX IF NOT EXISTS {prefix}_runs_parked_token_idx ON {runs} (parked_token) "
+            "WHERE parked_token IS NOT NULL",
+            f"CREATE INDEX IF NOT EXISTS {prefix}_runs_due_idx ON {runs} (status, due_at)",
+            # telo extension: the listing order (paging.py), on the very expression list_runs sorts by.
+            f"CREATE INDEX IF NOT EXISTS {prefix}_runs_created_idx ON {runs} (ifnull(created_at, 0), run)",
+        )
+        clear_park = "parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, " \
+            "parked_reason = NULL"
+        # reference §7 dueRuns, with the claim condition split out: due_free takes unclaimed and lapsed
+        # runs; due_claimed lists live-by-time claims so the caller can keep those whose holder is dead.
+        due_where = (
+            f"(r.status = 'running' OR (r.status = 'scheduled' AND r.due_at <= :now) "
+            f"OR (r.status = 'parked' AND (r.due_at <= :now OR EXISTS "
+            f"(SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path))))"
+        )
+        return cls(
+            runs=runs,
+            entries=entries,
+            ddl=ddl,
+            admit=f"INSERT OR IGNORE INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, "
+            "manifest_digest, digest_scope, created_at, updated_at, epoch) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",
+            bump_seq=f"UPDATE {runs} SET last_seq = last_seq + 1 WHERE run = ? RETURNING last_seq",
+            insert_entry=f"INSERT OR IGNORE INTO {entries} "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            select_entry=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? AND path = ?",
+            select_entries=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? ORDER BY seq",
+            truncate=f"DELETE FROM {entries} WHERE run = ? AND seq < ?",
+            complete=f"UPDATE {runs} SET status = ?, result = ?, result_codec_version = ?, error = ?, "
+            "collapsed_regions = ?, collapse_reasons = ?, replayed_steps = ?, due_at = NULL, "
+            f"{clear_park}, claim_holder = NULL, claim_until = NULL, updated_at = ? WHERE run = ?",
+            park=f"UPDATE {runs} SET status = 'parked', parked_path = ?, parked_resource = ?, parked_token = ?, "
+            "parked_at = ?, parked_reason = ?, due_at = ?, claim_holder = NULL, claim_until = NULL, "
+            "updated_at = ? WHERE run = ?",
+            unpark=f"UPDATE {runs} SET status = 'running', {clear_park}, due_at = NULL, updated_at = ? "
+            "WHERE run = ? AND status = 'parked'",
+            # reference §7 claimRun, verbatim but for the NULL holder (a row nobody ever claimed).
+            claim=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until WHERE run = :run AND "
+            "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now OR claim_holder = :holder)",
+            # taking over a dead holder's claim: compare-and-set on the holder text we judged dead
+            claim_from=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until "
+            "WHERE run = :run AND claim_holder = :old",
+            holder_of=f"SELECT claim_holder FROM {runs} WHERE run = ?",
+            release=f"UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "
+            "WHERE run = ? AND claim_holder = ?",
+            # the first parked run in admission order, as the memory store's dict iteration finds it
+            parked_on=f"SELECT {RECORD_SELECT} FROM {runs} WHERE parked_token = ? AND status = 'parked' "
+            "ORDER BY rowid LIMIT 1",
+            due_free=f"SELECT r.run, r.due_at FROM {runs} r WHERE {due_where} "
+            "AND (r.claim_holder IS NULL OR r.claim_until IS NULL OR r.claim_until <= :now) "
+            "ORDER BY r.due_at IS NOT NULL, r.due_at, r.run LIMIT :limit",
+            due_claimed=f"SELECT r.run, r.due_at, r.claim_holder FROM {runs} r WHERE {due_where} "
+            "AND r.claim_holder IS NOT NULL AND r.claim_until > :now",
+        )
+
+    def update(self, columns: Sequence[str]) -> str:
+        sets = ", ".join(f"{c} = ?" for c in columns)
+        return f"UPDATE {self.runs} SET {sets} WHERE run = ?"
+
+    def list_runs(self, status: bool, workflow: bool, since: bool, after: bool) -> str:
+        where = ["1 = 1"]
+        if status:
+            where.append("status = :status")
+        if workflow:
+            where.append("workflow = :workflow")
+        if since:
+            where.append("ifnull(created_at, 0) >= :since")
+        if after:
+            where.append("(ifnull(created_at, 0), run) < (:after_created, :after_run)")
+        return (
+            f"SELECT {RECORD_SELECT} FROM {self.runs} WHERE {' AND '.join(where)} "
+            "ORDER BY ifnull(created_at, 0) DESC, run DESC LIMIT :limit"
+        )
+
+
+# --- connections ------------------------------------------------------------------------------------------
+
+
+def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN/COMMIT), WAL, the given ``synchronous`` and busy timeout.
+
+    ``check_same_thread=False``: the writer and transaction connections are handed between threads, always
+    under the owner's lock or by the single writer thread.
+    """
+    conn = sqlite3.connect(
+        path,
+        timeout=busy_timeout_ms / 1000,
+        isolation_level=None,
+        check_same_thread=False,
+        cached_statements=128,
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        # journal_mode is persistent in the file; setting it on an already-WAL file is a no-op.
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise JournalError(
+                "ERR_JOURNAL_CONFIG_INVALID",
+                f"the SQLite journal {path!r} cannot use write-ahead logging (journal_mode is {mode!r})",
+                hint="put the journal on a local filesystem that supports shared memory (not a network share)",
+                data={"path": path},
+            )
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def check_options(path: str, synchronous: str) -> str:
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise JournalError(
+            "ERR_JOURNAL_CONFIG_INVALID",
+            f"the SQLite library is {sqlite3.sqlite_version}; the SQLite journal needs "
+            f"{'.'.join(map(str, MIN_SQLITE))} or newer",
+            hint="use a Python build that bundles a newer SQLite",
+        )
+    mode = synchronous.upper()
+    if mode not in SYNCHRONOUS_MODES:
+        raise JournalError(
+            "ERR_JOURNAL_CONFIG_INVALID",
+            f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_MODES)}",
+            hint="FULL (the default) makes every acknowledged append survive a power loss",
+            data={"synchronous": synchronous},
+        )
+    if path == ":memory:" or path.startswith("file::memory:") or path == "":
+        raise JournalError(
+            "ERR_JOURNAL_CONFIG_INVALID",
+            "the SQLite journal needs a file: an in-memory SQLite database is private to one connection",
+            hint="use the memory: journal for tests, or give the SQLite journal a file path",
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    return mode
+
+
+def create_schema(conn: sqlite3.Connection, sql: Sql, path: str) -> None:
+    """Create the tables and indexes if missing, and record the schema version (see the module docstring)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise JournalError(
+                "ERR_JOURNAL_SCHEMA_NEWER",
+                f"the SQLite journal {path!r} has schema version {version}; this telo knows up to "
+                f"{SCHEMA_VERSION}",
+                hint="upgrade telo to open this journal",
+                data={"path": path, "version": version},
+            )
+        for stmt in sql.ddl:
+            conn.execute(stmt)
+        if version < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+# --- rows <-> model ---------------------------------------------------------------------------------------
+
+
+def record_from_row(row: Sequence[Any]) -> RunRecord:
+    """The RunRecord the memory store would hold for this row (RECORD_SELECT order)."""
+    (
+        run, status, due_at, p_path, p_resource, p_token, p_at, p_reason,
+        inputs, inputs_v, result, result_v, error, collapsed, reasons, replayed,
+        digest, scope, workflow, created, updated, holder, until, epoch,
+    ) = row  # fmt: skip
+    return RunRecord(
+        run=run,
+        status=status,
+        due_at=due_at,
+        parked=None if p_path is None else Parked(p_path, p_resource, p_token, p_at, p_reason),
+        inputs=inputs,
+        inputs_v=inputs_v,
+        result=result,
+        result_v=result_v,
+        error=None if error is None else json.loads(error),
+        collapsed_regions=collapsed,
+        collapse_reasons=None if reasons is None else tuple(json.loads(reasons)),
+        replayed_steps=replayed,
+        manifest_digest=digest,
+        digest_scope=scope,
+        workflow=workflow,
+        created_at=created,
+        updated_at=updated,
+        claim=None if holder is None else Claim(holder, until if until is not None else 0),
+        epoch=epoch or 0,
+    )
+
+
+def entry_from_row(row: Sequence[Any]) -> Entry:
+    path, kind, value, v, decision, target, seq = row
+    return Entry(path, kind, value, v, decision, None if target is None else json.loads(target), seq)
+
+
+def target_json(target: Mapping[str, str] | None) -> str | None:
+    return None if target is None else _json(dict(target))
+
+
+def error_json(error: Mapping[str, Any] | None) -> str | None:
+    # rules.settled keeps an error only when it is non-empty; so do we.
+    return _json(dict(error)) if error else None
+
+
+def reasons_json(reasons: Sequence[str] | None) -> str | None:
+    return None if reasons is None else _json(list(reasons))
+
+
+def columns_for(name: str, value: Any) -> list[tuple[str, Any]]:
+    """The columns (and SQL values) that hold RunRecord field ``name`` (update_run)."""
+    if name == "parked":
+        p: Parked | None = value
+        if p is None:
+            return [(c, None) for c in ("parked_path", "parked_resource", "parked_token", "parked_at",
+                                        "parked_reason")]
+        return [("parked_path", p.path), ("parked_resource", p.resource), ("parked_token", p.token),
+                ("parked_at", p.at), ("parked_reason", p.reason)]
+    if name == "claim":
+        c: Claim | None = value
+        return [("claim_holder", None if c is None else c.holder), ("claim_until", None if c is None else c.until)]
+    if name == "error":
+        return [("error", None if value is None else _json(dict(value)))]
+    if name == "collapse_reasons":
+        return [("collapse_reasons", reasons_json(value))]
+    if name == "inputs_v":
+        return [("inputs_codec_version", value)]
+    if name == "result_v":
+        return [("result_codec_version", value)]
+    return [(name, value)]

@@ -1,0 +1,219 @@
+"""Group commit for the SQLite journal: one writer thread, many operations per durable COMMIT.
+
+A durable SQLite commit costs one fsync of the WAL, whatever it holds; a runtime executing many runs at once
+would pay it per step if every append committed alone. So one writer thread per store owns the write
+connection: a mutating call enqueues an operation (a function of the connection) and waits on its future;
+the writer takes everything queued, runs it all in one ``BEGIN IMMEDIATE … COMMIT`` and only then resolves
+each future with that operation's own result (ARCHITECTURE §3 "SQLite"). Batches form by themselves: while
+one commit is being fsynced, the next operations queue up, so the batch grows with the load and a lone writer
+pays no added latency — nothing waits for a batch to fill.
+
+Guarantees:
+
+- **durable on return** (store.py): a future resolves only after ``COMMIT`` returned;
+- **isolation per operation**: an operation that raises is undone on its own (a SAVEPOINT, unless it
+  declares that each of its statements leaves a consistent state) and its error goes to its own caller;
+  the others commit;
+- **all or nothing per batch** otherwise: if the transaction cannot begin or commit (disk full, I/O error,
+  a lock held past the busy timeout), every operation of the batch fails with that error and none took effect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from telo.errors import JournalError
+
+T = TypeVar("T")
+
+# A batch bigger than this gains nothing more from sharing an fsync and only delays its first callers.
+MAX_BATCH: Final = 512
+
+
+@dataclass(slots=True)
+class WriterStats:
+    """Counters for tests and benchmarks (written by the writer thread only)."""
+
+    commits: int = 0  # durable COMMITs (one per batch that committed)
+    ops: int = 0  # operations that completed successfully
+    failed_ops: int = 0  # operations that raised (their own error, or their batch's)
+    failed_batches: int = 0  # batches that could not begin or commit
+    max_batch: int = 0
+
+
+class _Op(Generic[T]):
+    __slots__ = ("fn", "future", "isolated")
+
+    def __init__(self, fn: Callable[[sqlite3.Connection], T], isolated: bool) -> None:
+        self.fn = fn
+        self.future: Future[T] = Future()
+        self.isolated = isolated
+
+
+_STOP: Final = object()
+
+
+def closed_error() -> JournalError:
+    return JournalError(
+        "ERR_JOURNAL_CLOSED",
+        "this SQLite journal store was closed",
+        hint="open a new store (or keep the store open while runs use it)",
+    )
+
+
+class GroupCommitWriter:
+    """The one thread that writes to a SQLite journal file for one store instance."""
+
+    def __init__(self, conn: sqlite3.Connection, name: str) -> None:
+        self._conn = conn
+        self._queue: queue.SimpleQueue[_Op[Any] | object] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.stats = WriterStats()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> Future[T]:
+        """Queue ``fn(connection)`` for the next batch; the future resolves after that batch committed.
+
+        ``isolated=False`` skips the per-operation SAVEPOINT: only for an operation each of whose statements
+        leaves the database consistent should the next one fail (the append fast path).
+        """
+        op = _Op(fn, isolated)
+        with self._lock:
+            if self._closed:
+                raise closed_error()
+            self._queue.put(op)
+        return op.future
+
+    def call(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> T:
+        return self.submit(fn, isolated=isolated).result()
+
+    def close(self) -> None:
+        """Stop taking operations, finish every queued one, then close the connection. Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._queue.put(_STOP)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # --- the writer thread ------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            stopping = False
+            while not stopping:
+                batch: list[_Op[Any]] = []
+                item = self._queue.get()
+                while True:
+                    if item is _STOP:
+                        stopping = True  # everything queued before the stop is in this batch
+                        break
+                    assert isinstance(item, _Op)
+                    batch.append(item)
+                    if len(batch) >= MAX_BATCH:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    self._run_batch(batch)
+        finally:
+            # Nothing can be queued after _STOP (submit checks _closed under the lock), but a crash of this
+            # loop must not leave callers waiting forever.
+            with self._lock:
+                self._closed = True
+            self._fail_pending(closed_error())
+            self._conn.close()
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Op) and item.future.set_running_or_notify_cancel():
+                item.future.set_exception(exc)
+
+    def _run_batch(self, batch: list[_Op[Any]]) -> None:
+        conn = self._conn
+        live = [op for op in batch if op.future.set_running_or_notify_cancel()]  # skip cancelled awaits
+        if not live:
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._fail_batch(live, exc)
+            return
+        outcomes: list[tuple[bool, Any]] = []
+        for op in live:
+            try:
+                if op.isolated:
+                    conn.execute("SAVEPOINT op")
+                    try:
+                        result = op.fn(conn)
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK TO op")
+                            conn.execute("RELEASE op")
+                        raise
+                    conn.execute("RELEASE op")
+                else:
+                    result = op.fn(conn)
+                outcomes.append((True, result))
+            except Exception as exc:
+                outcomes.append((False, exc))
+            if not conn.in_transaction:
+                # SQLite rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, ...): nothing of
+                # this batch took effect, so no operation of it may report success.
+                self._fail_batch(live, _lost(outcomes))
+                return
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                # the batch fails either way; the next BEGIN will tell if the connection is broken
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            self._fail_batch(live, exc)
+            return
+        stats = self.stats
+        stats.commits += 1
+        stats.max_batch = max(stats.max_batch, len(live))
+        for op, (ok, value) in zip(live, outcomes, strict=True):
+            if ok:
+                stats.ops += 1
+                op.future.set_result(value)
+            else:
+                stats.failed_ops += 1
+                op.future.set_exception(value)
+
+    def _fail_batch(self, ops: list[_Op[Any]], exc: BaseException) -> None:
+        self.stats.failed_batches += 1
+        self.stats.failed_ops += len(ops)
+        for op in ops:
+            # one error object per caller: each thread raising it gets its own traceback
+            err = JournalError(
+                "ERR_JOURNAL_WRITE_FAILED",
+                f"the SQLite journal could not commit a batch of {len(ops)} write(s): {exc}",
+                hint="check the disk (space, permissions) and whether another process holds the journal "
+                "locked for longer than the busy timeout",
+            )
+            err.__cause__ = exc
+            op.future.set_exception(err)
+
+
+def _lost(outcomes: list[tuple[bool, Any]]) -> BaseException:
+    for ok, value in reversed(outcomes):
+        if not ok:
+            return value  # type: ignore[no-any-return]
+    return sqlite3.OperationalError("the transaction was rolled back")
