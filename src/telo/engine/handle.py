@@ -1,0 +1,53 @@
+"""The run-handle protocol (spec §2): what a step engine journals through.
+
+The engine never touches storage. At each journaling site it calls :meth:`RunHandle.decide` or
+:meth:`RunHandle.step`; the backend decides replay versus execute. Outside a durable run there is no
+handle and nothing is journaled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, NoReturn, Protocol
+
+from telo.engine.suspend import ParkUntil, ParkWhere
+from telo.engine.zones import Zone, ZoneReport
+
+Compute = Callable[[], Any]  # sync, or returning an awaitable
+Execute = Callable[[], Awaitable[Any]]
+
+
+class RunHandle(Protocol):
+    run_id: str
+
+    async def step(self, path: str, target: Mapping[str, str] | None, inputs: Any, execute: Execute) -> Any:
+        """Hand over an effect: the recorded result on replay, else ``await execute()`` journaled on completion.
+
+        Returns the value as stored and decoded (``NO_VALUE`` for a step that produced nothing), so the first
+        pass and a replay hand the engine identical values.
+        """
+        ...
+
+    async def decide(self, path: str, kind: str, compute: Compute) -> Any:
+        """A control-flow decision, recorded on first execution and returned verbatim on replay."""
+        ...
+
+    async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
+        """Record the park, latch the signal, then raise :class:`~telo.engine.suspend.Suspension`."""
+        ...
+
+    def writes_inside(self, zone: Zone) -> bool:
+        """Does this handle's own recording land inside ``zone``'s atomicity? (spec §8.2)"""
+        ...
+
+    def report_zone(self, report: ZoneReport) -> None:
+        """How a region resolved (spec §8.3); the backend logs ``durable.zone.mode`` and counts collapses."""
+        ...
+
+    def check_cancelled(self) -> None:
+        """Raise if the run was cancelled: a running body stops at its next journaling point."""
+        ...
+
+
+def inputs_of(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
