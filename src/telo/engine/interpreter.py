@@ -9,6 +9,7 @@ run, or inside a collapsed region) the same code computes everything and records
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -223,7 +224,7 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
                 now = sv.clock.now_ms()
                 retry_path = paths.retry_path(path, k)
                 due_at = now + int(delay)
-                due = await handle.decide(retry_path, "value", lambda: due_at)
+                due = await handle.decide(retry_path, "value", functools.partial(int, due_at))
                 if isinstance(due, int) and due > sv.clock.now_ms():
                     suspend_allowed(step.name)
                     await handle.park(ParkWhere(retry_path, step.name, f"retry {k + 1} of {policy.attempts} after "
