@@ -175,24 +175,39 @@ def missing_columns(conn: psycopg.Connection[Any], names: Names) -> dict[str, li
     return out
 
 
+def _existing_relations(conn: psycopg.Connection[Any], names: tuple[str, ...]) -> set[str]:
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = current_schema() AND c.relname = ANY(%s)",
+        (list(names),),
+    ).fetchall()
+    return {str(r[0]) for r in rows}
+
+
 def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
     """Create the tables and indexes, and add any missing column, so concurrent callers all succeed.
 
-    ``conn`` is in autocommit mode: each statement commits alone, so a statement that loses a race (and is
-    tolerated) does not abort the ones after it.
+    Only what is missing is created: even ``CREATE INDEX IF NOT EXISTS`` takes a SHARE lock on its table
+    before it finds the index exists, so opening a journal would otherwise wait behind every open write
+    transaction on it (and make new writers queue behind that wait). ``conn`` is in autocommit mode: each
+    statement commits alone, so one that loses a race (and is tolerated) does not abort the ones after it.
     """
     runs, entries = names.runs_id, names.entries_id
-    _execute_tolerating_race(
-        conn, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(runs, _column_list(RUN_COLUMNS))
-    )
-    _execute_tolerating_race(
-        conn,
-        sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY (run, path))").format(
-            entries, _column_list(ENTRY_COLUMNS)
-        ),
-    )
+    index_names = names.index_names()
+    existing = _existing_relations(conn, (names.runs, names.entries, *index_names))
+    if names.runs not in existing:
+        _execute_tolerating_race(
+            conn, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(runs, _column_list(RUN_COLUMNS))
+        )
+    if names.entries not in existing:
+        _execute_tolerating_race(
+            conn,
+            sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY (run, path))").format(
+                entries, _column_list(ENTRY_COLUMNS)
+            ),
+        )
     # Only what information_schema reports missing: an upstream-created table gains telo's columns, and a
-    # table that has them is not touched (no ACCESS EXCLUSIVE lock on every open).
+    # table that has them is not touched (ALTER TABLE takes an ACCESS EXCLUSIVE lock).
     for table, ident, addable in ((names.runs, runs, _ADDABLE_RUN), (names.entries, entries, _ADDABLE_ENTRY)):
         have = _existing_columns(conn, table)
         for column, type_ in addable:
@@ -203,8 +218,8 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
                         ident, sql.Identifier(column), sql.SQL(type_)
                     ),
                 )
-    seq_idx, token_idx, due_idx, created_idx = (sql.Identifier(n) for n in names.index_names())
-    for stmt in (
+    seq_idx, token_idx, due_idx, created_idx = (sql.Identifier(n) for n in index_names)
+    wanted = (
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run, seq)").format(seq_idx, entries),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (parked_token) WHERE parked_token IS NOT NULL").format(
             token_idx, runs
@@ -214,5 +229,7 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
         sql.SQL('CREATE INDEX IF NOT EXISTS {} ON {} ((COALESCE(created_at, 0)) DESC, run COLLATE "C" DESC)').format(
             created_idx, runs
         ),
-    ):
-        _execute_tolerating_race(conn, stmt)
+    )
+    for name, stmt in zip(index_names, wanted, strict=True):
+        if name not in existing:
+            _execute_tolerating_race(conn, stmt)

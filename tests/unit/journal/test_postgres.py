@@ -541,3 +541,23 @@ def test_module_family_alone_imports_psycopg() -> None:
     code = "import sys, telo.journal, telo.journal.memory; print('psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_opening_the_journal_does_not_wait_for_open_writers(url: str, prefix: str) -> None:
+    """DDL runs only for what is missing: CREATE INDEX IF NOT EXISTS would queue behind any writer."""
+    PostgresStore(url, table=prefix).close()
+    with psycopg.connect(url) as writer:
+        writer.execute(f"INSERT INTO {prefix}_runs (run, status) VALUES ('w', 'running')")
+        writer.execute(f"INSERT INTO {prefix}_entries (run, path, entry_kind) VALUES ('w', 'p', 'step')")
+        opened = threading.Event()
+
+        def reopen() -> None:
+            PostgresStore(url, table=prefix).close()
+            opened.set()
+
+        t = threading.Thread(target=reopen, daemon=True)
+        t.start()
+        waited = not opened.wait(5)
+        writer.rollback()  # unblocks a store that did wait, so the test ends either way
+        t.join(10)
+        assert not waited, "opening the journal waited for an open write transaction"
