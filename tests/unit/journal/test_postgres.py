@@ -561,3 +561,48 @@ def test_opening_the_journal_does_not_wait_for_open_writers(url: str, prefix: st
         writer.rollback()  # unblocks a store that did wait, so the test ends either way
         t.join(10)
         assert not waited, "opening the journal waited for an open write transaction"
+
+
+def _backends(url: str, like: str) -> set[int]:
+    rows = _sql(url, "SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid()", like)
+    return {r[0] for r in rows}
+
+
+def test_the_wake_listener_reconnects_after_losing_its_connection(store: PostgresStore, url: str) -> None:
+    channel = f'LISTEN "{store._names.channel}"'
+    got = threading.Event()
+    unsubscribe = store.subscribe_wake(lambda run: got.set())
+    assert unsubscribe is not None
+    first = _backends(url, channel)
+    assert len(first) == 1
+    _sql(url, "SELECT pg_terminate_backend(%s)", next(iter(first)))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (_backends(url, channel) - first):
+        time.sleep(0.05)
+    assert _backends(url, channel) - first, "the listener did not LISTEN again"
+    _admit(store, "p")
+    store.park("p", Parked("steps/w"))
+    store.unpark("p")
+    assert got.wait(1.0)
+    unsubscribe()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _backends(url, channel):
+        time.sleep(0.05)
+    assert not _backends(url, channel)  # unsubscribing closed the LISTEN connection
+
+
+def test_pooled_connections_the_server_dropped_are_replaced(store: PostgresStore, url: str) -> None:
+    _admit(store)
+    with store._pool.connection() as conn:  # the pool's idle connection (min_size 1): only ours is killed
+        pid = conn.info.backend_pid
+    _sql(url, "SELECT pg_terminate_backend(%s)", pid)
+    rec = store.read_run("r1")  # would fail on a dead connection without the pool's check
+    assert rec is not None and rec.status == "running"
+
+
+def test_a_closed_store_refuses_with_a_journal_error(open_store: Callable[..., PostgresStore]) -> None:
+    store = open_store()
+    store.close()
+    with pytest.raises(JournalError) as err:
+        store.read_run("r1")
+    assert err.value.code == "ERR_JOURNAL_UNAVAILABLE"
