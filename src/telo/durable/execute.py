@@ -1,0 +1,170 @@
+"""Executing one durable run: the code path shared by a start, a resubmission and a worker (reference §6
+``execute``; spec §7.1, §7.3, §7.7).
+
+The body starts on a ROOT context — no enclosing zone, no caller cancellation — with the workflow's
+``replayed`` zone and the run handle layered on. Its outcome settles the run: a suspension leaves it parked
+(the park was recorded before the signal unwound), cancellation leaves the cancelled record alone, an error
+settles ``failed``, and a body that returned normally while a suspension is latched fails with
+``ERR_DURABLE_SUSPENSION_SWALLOWED`` before anything is settled as completed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from telo import paths
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.durable.aio import AsyncStore
+from telo.durable.handle import LocalRunHandle, RunCancelled
+from telo.engine.context import derive, entered, root
+from telo.engine.interpreter import Services, run_steps
+from telo.engine.steps import Evaluable, Step
+from telo.engine.suspend import Suspension
+from telo.engine.zones import REPLAYED, Zone
+from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
+from telo.journal import eventlog
+from telo.journal.claims import DEFAULT_TTL_MS, RENEW_EVERY_MS
+from telo.journal.model import NO_VALUE, Outcome, RunRecord
+
+log = logging.getLogger("telo.durable")
+
+REPLAYED_REASON = "a durable workflow's body is replayed from its journal on resume"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowBody:
+    """What a workflow runs: its steps, its ``inputs:`` mapping, and the module scope expressions see."""
+
+    name: str
+    steps: tuple[Step, ...]
+    inputs: Evaluable | None = None
+    module_scope: Callable[[], Mapping[str, Any]] = dict
+    kind: str = "DurableLocal.Workflow"
+
+
+@dataclass
+class Execution:
+    """How one execution ended."""
+
+    run: str
+    status: str  # completed | failed | parked | cancelled | running (interrupted by the process)
+    result: Any = NO_VALUE
+    error: Mapping[str, Any] | None = None
+    replayed_steps: int = 0
+    executed_steps: int = 0
+    collapsed_regions: int = 0
+    collapse_reasons: list[str] = field(default_factory=list)
+    record: RunRecord | None = None
+
+    @property
+    def replayed(self) -> bool:
+        return self.replayed_steps > 0
+
+
+def _result_value(steps: Mapping[str, Any]) -> dict[str, Any]:
+    return {"steps": dict(steps)}
+
+
+async def execute_run(
+    store: AsyncStore,
+    run: str,
+    body: WorkflowBody,
+    call_inputs: Any,
+    *,
+    holder: str,
+    services: Services | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    on_handle: Callable[[LocalRunHandle], None] | None = None,
+) -> Execution:
+    """Execute (or continue) ``run``; the caller has admitted it and holds its claim under ``holder``."""
+    services = services or Services(clock=clock)
+    state = await asyncio.to_thread(eventlog.recover, store.sync, run) if store.sync.kind != "memory" \
+        else eventlog.recover(store.sync, run)
+    handle = LocalRunHandle(store, state, clock=clock)
+    if on_handle is not None:
+        on_handle(handle)
+    renewer = asyncio.create_task(_renew(store, run, holder, clock))
+    zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
+    ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
+    scope: dict[str, Any] = {}
+
+    def counts() -> dict[str, Any]:
+        return {"replayed_steps": handle.replayed_steps, "collapsed_regions": handle.collapsed_regions,
+                "collapse_reasons": tuple(handle.collapse_reasons)}
+
+    try:
+        with entered(ctx):
+            module = dict(body.module_scope())
+            inputs_ev = body.inputs
+            inputs = await handle.decide(
+                paths.WORKFLOW_INPUTS, "inputs",
+                lambda: inputs_ev.evaluate({**module, "inputs": call_inputs}) if inputs_ev is not None else {},
+            )
+            scope = {**module, "inputs": inputs, "steps": {}}
+            await run_steps(body.steps, scope, services, paths.ROOT)
+    except Suspension:
+        return _done(run, "parked", handle)
+    except RunCancelled:
+        return _done(run, "cancelled", handle)
+    except TeloError as exc:
+        if exc.code == "ERR_DURABLE_RUN_CANCELLED":
+            return _done(run, "cancelled", handle)
+        return await _fail(store, run, handle, exc.code, exc.message, counts())
+    except Exception as exc:
+        log.exception("durable.body.crashed", extra={"durable.run": run})
+        return await _fail(store, run, handle, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", counts())
+    finally:
+        renewer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await renewer
+    if handle.latched is not None:
+        s = handle.latched
+        return await _fail(
+            store, run, handle, ERR_DURABLE_SUSPENSION_SWALLOWED,
+            f"the body of run {run!r} returned normally although it parked at {s.where.path!r} "
+            f"(waiting on {s.where.resource!r}): something between the park and the workflow swallowed the "
+            "suspension signal, which would turn a park into a completed step", counts())
+    try:
+        await handle.check_cancelled_async()  # a cancel that landed during the last step wins over completion
+    except RunCancelled:
+        return _done(run, "cancelled", handle)
+    result = _result_value(scope.get("steps", {}))
+    try:
+        outcome = Outcome.completed(result, collapsed_regions=handle.collapsed_regions,
+                                    collapse_reasons=tuple(handle.collapse_reasons),
+                                    replayed_steps=handle.replayed_steps)
+    except TeloError as exc:  # the run's result cannot be framed: the run fails, visibly
+        return await _fail(store, run, handle, "ERR_DURABLE_UNJOURNALABLE_VALUE", exc.message, counts())
+    record = await store.complete(run, outcome)
+    execution = _done(run, "completed", handle)
+    execution.result, execution.record = result, record
+    return execution
+
+
+def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
+    return Execution(run, status, replayed_steps=handle.replayed_steps, executed_steps=handle.executed_steps,
+                     collapsed_regions=handle.collapsed_regions, collapse_reasons=list(handle.collapse_reasons))
+
+
+async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, message: str,
+                counts: Mapping[str, Any]) -> Execution:
+    record = await store.complete(run, Outcome("failed", None, None, {"code": code, "message": message}, **counts))
+    execution = _done(run, "failed", handle)
+    execution.error, execution.record = {"code": code, "message": message}, record
+    return execution
+
+
+async def _renew(store: AsyncStore, run: str, holder: str, clock: Clock) -> None:
+    """Keep the claim alive while the body executes (reference §6: renew every 20 s, TTL 60 s)."""
+    while True:
+        await asyncio.sleep(RENEW_EVERY_MS / 1000)
+        try:
+            if not await store.claim(run, holder, DEFAULT_TTL_MS, clock.now_ms()):
+                log.warning("durable.claim.lost", extra={"durable.run": run, "durable.holder": holder})
+        except Exception:  # a transient journal error must not kill the body; the next renewal retries
+            log.warning("durable.claim.renew_failed", extra={"durable.run": run}, exc_info=True)

@@ -1,0 +1,183 @@
+"""The local backend's run handle (spec §2, §4, §5; reference §4 "Handle operations", §9).
+
+Opening reads the run's log once and folds it (:func:`telo.journal.eventlog.fold`): at each path the first
+effective entry wins. ``step`` and ``decide`` return the recorded value when there is one — decoded from its
+frame, so the first pass and a replay hand the engine identical values — and otherwise compute, append
+(first writer wins) and return what the store holds. ``park`` writes the park record BEFORE unwinding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.durable.aio import AsyncStore
+from telo.engine.handle import Execute
+from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
+from telo.engine.zones import Zone, ZoneReport
+from telo.errors import (
+    ERR_DURABLE_UNJOURNALABLE_VALUE,
+    ERR_JOURNAL_ENTRY_MISMATCH,
+    DurableError,
+    JournalEntryMismatch,
+    TypedFrameUnencodable,
+    UnjournalableValue,
+)
+from telo.journal.eventlog import RunState
+from telo.journal.model import Entry, Parked
+from telo.targets import targets_match
+
+log = logging.getLogger("telo.durable")
+
+RUN_CANCELLED = "ERR_DURABLE_RUN_CANCELLED"
+
+
+class RunCancelled(DurableError):
+    """The run was cancelled while its body executed; the body stops at its next journaling point."""
+
+    default_code = RUN_CANCELLED
+
+
+class LocalRunHandle:
+    """A :class:`telo.engine.handle.RunHandle` over a journal store, for one execution of one run."""
+
+    def __init__(self, store: AsyncStore, state: RunState, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.run_id = state.run
+        self.store = store
+        self.clock = clock
+        self.epoch = state.epoch
+        self.entries: dict[str, Entry] = dict(state.entries)
+        self.replayed_steps = 0
+        self.executed_steps = 0
+        self.latched: Suspension | None = None
+        self.collapsed_regions = 0
+        self.collapse_reasons: list[str] = []
+        self._reported: set[int] = set()
+        self._cancelled = False
+        self.on_step: Callable[[str, str, Mapping[str, str] | None], None] | None = None
+
+    # --- recording ------------------------------------------------------------------------------------
+
+    def recorded(self, path: str) -> Entry | None:
+        return self.entries.get(path)
+
+    def _entry(self, path: str, make: Callable[[str], Entry]) -> Entry:
+        try:
+            return make(self._storage(path))
+        except TypedFrameUnencodable as exc:
+            raise UnjournalableValue(
+                ERR_DURABLE_UNJOURNALABLE_VALUE,
+                f"the value produced at {path!r} of run {self.run_id!r} cannot be journaled: {exc.message}",
+                hint="return CEL values only (null, bool, int, double, string, bytes, list, map, timestamp, "
+                "duration, Telo.Url); convert objects to maps",
+                data={"run": self.run_id, "path": path, "valuePath": exc.path},
+            ) from exc
+
+    def _storage(self, path: str) -> str:
+        from telo.journal.eventlog import storage_path
+
+        return storage_path(self.epoch, path)
+
+    async def _append(self, path: str, entry: Entry) -> Any:
+        stored = await self.store.append(self.run_id, entry)
+        logical = Entry(path, stored.kind, stored.value, stored.v, stored.decision, stored.target, stored.seq)
+        self.entries[path] = logical
+        return logical.decode(self.run_id)
+
+    async def step(self, path: str, target: Mapping[str, str] | None, inputs: Any, execute: Execute) -> Any:
+        existing = self.entries.get(path)
+        if existing is not None:
+            if existing.target is not None and target is not None and not targets_match(existing.target, target):
+                raise JournalEntryMismatch(
+                    ERR_JOURNAL_ENTRY_MISMATCH,
+                    f"replay of run {self.run_id!r} reached {_describe(target)} at {path!r}, but the journal "
+                    f"records {_describe(existing.target)} there",
+                    hint="the manifest changed under a live run; restore the previous manifest, or fork/restore "
+                    "the run to a checkpoint before this step",
+                    data={"run": self.run_id, "path": path, "recorded": dict(existing.target),
+                          "reached": dict(target)},
+                )
+            self.replayed_steps += 1
+            if self.on_step:
+                self.on_step("replayed", path, target)
+            return existing.decode(self.run_id)
+        await self.check_cancelled_async()
+        if self.on_step:
+            self.on_step("executing", path, target)
+        value = await execute()
+        self.executed_steps += 1
+        return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)))
+
+    async def decide(self, path: str, kind: str, compute: Callable[[], Any]) -> Any:
+        existing = self.entries.get(path)
+        if existing is not None:
+            return existing.decode(self.run_id)
+        value = compute()
+        if inspect.isawaitable(value):
+            value = await value
+        return await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)))
+
+    async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
+        signal = Suspension(self.run_id, where, until)
+        self.latched = signal  # latched first: an absorber between here and the workflow cannot hide it
+        await self.store.park(
+            self.run_id, Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
+        )
+        log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,
+                                        "durable.resource": where.resource})
+        raise signal
+
+    # --- zones and collapse ---------------------------------------------------------------------------
+
+    def writes_inside(self, zone: Zone) -> bool:
+        return self.store.writes_inside(zone)
+
+    def report_zone(self, report: ZoneReport) -> None:
+        """One ``durable.zone.mode`` record per REGION (spec §8.3), both outcomes at the same level."""
+        key = id(report.zone)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        attrs: dict[str, Any] = {
+            "durable.run": self.run_id,
+            "durable.zone": report.zone.kind,
+            "durable.zone.attribute": report.attribute,
+            "durable.zone.mode": report.mode,
+        }
+        if report.attestation:
+            attrs["durable.zone.attestation"] = report.attestation
+        log.info("durable.zone.mode", extra=attrs)
+        if report.mode == "collapsed":
+            self.collapsed_regions += 1
+            self.collapse_reasons.append(f"{report.zone.kind} ({report.attribute}): "
+                                         f"{report.zone.reason(report.attribute)}")
+
+    # --- cancellation ---------------------------------------------------------------------------------
+
+    def check_cancelled(self) -> None:
+        if self._cancelled:
+            raise RunCancelled(RUN_CANCELLED, f"run {self.run_id!r} was cancelled",
+                               data={"run": self.run_id})
+
+    async def check_cancelled_async(self) -> None:
+        """Read the run's status before each effect: cancel stops a running body at its next step (a WAL or
+        indexed read, far cheaper than the effect and the append it guards)."""
+        record = await self.store.read_run(self.run_id)
+        if record is not None and record.status == "cancelled":
+            self._cancelled = True
+        self.check_cancelled()
+
+
+def _describe(target: Mapping[str, str]) -> str:
+    module = f" from {target['module']}" if target.get("module") else ""
+    return f"{target.get('kind')} {target.get('name')!r}{module}"
+
+
+async def sleep_until(clock: Clock, at_ms: int) -> None:
+    delay = (at_ms - clock.now_ms()) / 1000
+    if delay > 0:
+        await asyncio.sleep(delay)
