@@ -3,6 +3,7 @@ real cross-process exclusion (the reference's quirks §15.8-9 are not copied).""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -193,6 +194,36 @@ def test_duplicate_paths_in_a_file_read_first_wins_and_count_in_seq(tmp_path: Pa
     read = store.read_entries("r")
     assert [(e.path, e.seq, e.decode("r")) for e in read] == [("steps/a", 1, 1.0), ("steps/b", 3, 3.0)]
     assert store.append("r", Entry.step("steps/a", None, 9)).decode("r") == 1.0
+
+
+def test_admission_without_hard_links_falls_back_to_an_exclusive_create(
+    store: FileStore, directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(*args: object) -> None:
+        raise OSError(errno.EPERM, "this filesystem has no hard links")
+
+    monkeypatch.setattr(os, "link", no_links)
+    first = store.admit(Admission.of("r", workflow="w"))
+    assert first.admitted and first.record.workflow == "w"
+    again = store.admit(Admission.of("r", workflow="other"))
+    assert not again.admitted and again.record == first.record
+    assert [ln["type"] for ln in lines(run_file(directory, "r"))] == ["run"]
+    assert not list(directory.glob(".*.tmp")), "temporaries are removed"
+
+
+def test_a_file_rewritten_in_place_is_parsed_afresh(store: FileStore, directory: Path) -> None:
+    # Same inode, new content (as after inode reuse): the cached head no longer matches, so no stale parse.
+    store.admit(Admission.of("r"))
+    store.append("r", Entry.decided("inputs", "inputs", 1))
+    assert [e.path for e in store.read_entries("r")] == ["inputs"]
+    path = run_file(directory, "r")
+    with path.open("r+b") as f:
+        f.truncate(0)
+        f.write(b'{"type":"run","run":"r","status":"completed"}\n'
+                b'{"type":"entry","entry":{"path":"other","kind":"step","value":"a much longer value"}}\n')
+    rec = store.read_run("r")
+    assert rec is not None and rec.status == "completed"
+    assert [e.path for e in store.read_entries("r")] == ["other"]
 
 
 # --- torn tails ----------------------------------------------------------------------------------------
