@@ -1,0 +1,32 @@
+"""The built-in modules' kind specs, as Python data (no YAML is read at import: importing is fast)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from telo.kinds.registry import KindSpec, ModuleSpec
+
+from .assert_ import ASSERT
+from .console import CONSOLE
+from .durable import DURABLE
+from .durable_local import DURABLE_LOCAL
+from .journals import JOURNAL_FILE, JOURNAL_POSTGRES, JOURNAL_SQLITE
+from .python import PYTHON
+from .run import RUN
+from .sql import SQL
+from .telo import TELO
+from .test import TEST
+from .timer import TIMER
+
+BUILTIN_MODULES: Mapping[str, ModuleSpec] = {
+    m.import_name: m
+    for m in (RUN, CONSOLE, TIMER, DURABLE, DURABLE_LOCAL, JOURNAL_FILE, JOURNAL_SQLITE, JOURNAL_POSTGRES,
+              PYTHON, ASSERT, SQL, TEST)
+}
+
+# Every built-in kind by canonical name (`DurableLocal.Workflow`), the `Telo.*` kinds included.
+BUILTIN_KINDS: Mapping[str, KindSpec] = {
+    k.canonical: k for m in (*BUILTIN_MODULES.values(), TELO) for k in m.kinds.values()
+}
+
+__all__ = ["BUILTIN_KINDS", "BUILTIN_MODULES", "TELO"]

@@ -1,0 +1,32 @@
+"""Module ``python`` (library ``Python``): a Python callable as an invocable kind (ours, not upstream)."""
+
+from __future__ import annotations
+
+from telo.kinds.registry import KindSpec, ModuleSpec, module
+
+from .common import config, type_slot
+
+M = "Python"
+# `package.module:attribute[.attribute…]` — the entry-point notation of Python packaging.
+_DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+FUNCTION_PATTERN = f"^{_DOTTED}:{_DOTTED}$"
+
+FUNCTION = KindSpec(
+    M, "Function",
+    config(
+        {
+            "function": {"type": "string", "pattern": FUNCTION_PATTERN},
+            "inputType": type_slot(),
+            "outputType": type_slot(),
+            # The author asserts calling it twice with the same inputs is harmless (event-log §2: an
+            # unconfirmed effect may then be re-driven).
+            "idempotent": {"type": "boolean", "default": False},
+            # What recovery does with an effect whose intent is journaled but whose receipt is not.
+            "onUnconfirmed": {"enum": ["fail", "rerun", "park"], "default": "fail"},
+        },
+        ("function",),
+    ),
+    "invocable",
+)
+
+PYTHON: ModuleSpec = module("python", M, FUNCTION)

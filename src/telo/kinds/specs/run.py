@@ -1,0 +1,113 @@
+"""Module ``run`` (library ``Run``): the step composers (reference §3)."""
+
+from __future__ import annotations
+
+from telo.kinds.registry import KindSpec, ModuleSpec, module
+
+from .common import CATCHES, config, ref, runtime, steps, type_slot
+
+M = "Run"
+_ITEM_SCOPE = ["item", "index", "items"]
+
+SEQUENCE = KindSpec(
+    M, "Sequence",
+    config(
+        {
+            "steps": steps(),
+            "inputType": type_slot(),
+            "outputType": type_slot(),
+            "outputs": runtime(type="object"),  # evaluated against {steps, inputs} when invoked
+            # Inline resource declarations scoped to one run of the sequence (created on entry, torn down
+            # on exit); each is a full `{kind, metadata: {name}, …}` document.
+            "with": {"type": "array", "items": {"type": "object", "required": ["kind", "metadata"]}},
+            "targets": {"type": "array", "items": ref("*")},  # with-resources run() before the steps
+        },
+        ("steps",),
+    ),
+    "invocable",
+    capabilities=frozenset({"runnable"}),
+)
+
+VALUE = KindSpec(
+    M, "Value",
+    config(
+        {
+            "value": runtime(),
+            "bindings": {"type": "object", "additionalProperties": runtime()},  # lazy, dependency-ordered
+            "inputType": type_slot(),
+            "outputType": type_slot(),
+        },
+        ("value",),
+    ),
+    "invocable",
+)
+
+_COLLECTION = {
+    "collection": runtime(type="array"),  # an array (or, for Iteration, an async stream)
+    "concurrency": runtime(type="integer", minimum=1, default=1),
+    "steps": steps(**{"x-telo-scope": _ITEM_SCOPE}),
+    "catches": CATCHES,
+    "inputType": type_slot(),
+    "outputType": type_slot(),
+}
+
+ITERATION = KindSpec(M, "Iteration", config(dict(_COLLECTION), ("collection", "steps")), "invocable")
+
+PROJECTION = KindSpec(
+    M, "Projection",
+    config({**_COLLECTION, "outputs": runtime(type="object", **{"x-telo-scope": _ITEM_SCOPE})},
+           ("collection", "steps")),
+    "invocable",
+)
+
+LOOP = KindSpec(
+    M, "Loop",
+    config(
+        {
+            "condition": runtime(type="boolean", **{"x-telo-scope": ["iteration", "previous"]}),
+            "maxIterations": runtime(type="integer", minimum=1),
+            "steps": steps(**{"x-telo-scope": ["iteration", "previous"]}),
+            "outputs": runtime(type="object", **{"x-telo-scope": ["iteration", "previous"]}),
+            "catches": CATCHES,
+            "inputType": type_slot(),
+            "outputType": type_slot(),
+        },
+        ("steps",),
+        # At least one bound (else INVALID_LOOP at run time; reported at load here).
+        anyOf=[{"required": ["condition"]}, {"required": ["maxIterations"]}],
+    ),
+    "invocable",
+)
+
+CHOICE = KindSpec(
+    M, "Choice",
+    config(
+        {
+            "choices": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"when": runtime(type="boolean"), "value": runtime()},
+                    "required": ["when", "value"],
+                    "additionalProperties": False,
+                },
+            },
+            "default": {"type": "object", "properties": {"value": runtime()}, "required": ["value"],
+                        "additionalProperties": False},
+            "bindings": {"type": "object", "additionalProperties": runtime()},
+            "inputType": type_slot(),
+            "outputType": type_slot(),
+        },
+        ("choices",),
+    ),
+    "invocable",
+)
+
+DETACH = KindSpec(
+    M, "Detach",
+    config({"invoke": ref("*", **{"x-telo-use": "detached"}), "inputs": runtime()}, ("invoke",)),
+    "invocable",
+    output_schema={"type": "object", "properties": {"detached": {"const": True}}},
+)
+
+RUN: ModuleSpec = module("run", M, SEQUENCE, VALUE, ITERATION, PROJECTION, LOOP, CHOICE, DETACH)

@@ -1,0 +1,20 @@
+"""Module ``timer`` (library ``Timer``): ``Timer.Delay`` (reference §13)."""
+
+from __future__ import annotations
+
+from telo.kinds.registry import KindSpec, ModuleSpec, module
+
+from .common import NO_CONFIG
+
+M = "Timer"
+
+DELAY = KindSpec(
+    M, "Delay", NO_CONFIG, "invocable",
+    # A bad duration is ERR_INVALID_INPUT at call time; returns {value: <input value> ?? null}.
+    input_schema={"type": "object",
+                  "properties": {"duration": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$"}, "value": {}},
+                  "required": ["duration"]},
+    output_schema={"type": "object", "properties": {"value": {}}, "required": ["value"]},
+)
+
+TIMER: ModuleSpec = module("timer", M, DELAY)
