@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -536,7 +535,6 @@ def test_update_run_rejects_unknown_fields(store: PostgresStore) -> None:
     assert err.value.code == "ERR_DURABLE_RUN_NOT_FOUND"
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs a POSIX process model")
 def test_module_family_alone_imports_psycopg() -> None:
     code = "import sys, telo.journal, telo.journal.memory; print('psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
