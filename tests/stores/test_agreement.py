@@ -9,18 +9,19 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from typing import Any
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from telo.journal.sqlite import SqliteStore
 
 from telo.clock import FakeClock
 from telo.journal.claims import Holder
 from telo.journal.file import FileStore
 from telo.journal.memory import MemoryStore
 from telo.journal.model import Admission, Entry, Outcome, Parked, RunFilter
+from telo.journal.sqlite import SqliteStore
 from telo.journal.store import Store
 from tests.pg_support import fresh_prefix
 
@@ -63,7 +64,7 @@ class StoresAgree(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _all(self, op: Any) -> Any:
-        results = [op(s) for s in self.stores]
+        results = [_without_seq(op(s)) for s in self.stores]
         for s, r in zip(self.stores[1:], results[1:], strict=True):
             assert r == results[0], (s.kind, r, results[0])
         return results[0]
@@ -76,10 +77,11 @@ class StoresAgree(RuleBasedStateMachine):
         self.admitted.add(run)
 
     @precondition(lambda self: self.admitted)
-    @rule(data=st.data(), path=PATHS, value=VALUES, target=TARGETS, decision=st.booleans())
-    def append(self, data: st.DataObject, path: str, value: Any, target: Any, decision: bool) -> None:
+    # (`target` is a reserved keyword of hypothesis rules, hence `tgt`)
+    @rule(data=st.data(), path=PATHS, value=VALUES, tgt=TARGETS, decision=st.booleans())
+    def append(self, data: st.DataObject, path: str, value: Any, tgt: Any, decision: bool) -> None:
         run = data.draw(st.sampled_from(sorted(self.admitted)))
-        entry = Entry.decided(path, "value", value) if decision else Entry.step(path, target, value)
+        entry = Entry.decided(path, "value", value) if decision else Entry.step(path, tgt, value)
         self._all(lambda s: s.append(run, entry))
 
     @precondition(lambda self: self.admitted)
@@ -128,8 +130,18 @@ class StoresAgree(RuleBasedStateMachine):
             self._all(lambda s, run=run: (s.read_run(run), s.read_entries(run)))
 
 
+def _without_seq(value: Any) -> Any:
+    """Seq values are store-assigned (PostgreSQL's is one BIGSERIAL for all runs): compare their ORDER, which
+    list order already carries, not the numbers."""
+    if isinstance(value, Entry):
+        return replace(value, seq=None)
+    if isinstance(value, list | tuple):
+        return type(value)(_without_seq(v) for v in value)
+    return value
+
+
 TestStoresAgree = StoresAgree.TestCase
 TestStoresAgree.settings = settings(
-    max_examples=25, stateful_step_count=25, deadline=None,
+    max_examples=20, stateful_step_count=20, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -67,21 +67,19 @@ def test_recovery_from_the_compacted_log_equals_recovery_from_the_full_log(
     _run_with_steps(store, n, run)
     before = eventlog.recover(store, run)
     eventlog.compact(store, run)
+    full = dict(before.entries)
     for i in range(extra):
-        store.append(run, Entry.step(f"steps/after{i}", TARGET, i))
+        stored = store.append(run, Entry.step(f"steps/after{i}", TARGET, i))
+        full.setdefault(stored.path, stored)
     if twice:
         eventlog.compact(store, run)
     after = eventlog.recover(store, run)
-    full = dict(before.entries)
-    for e in store.read_entries(run):
-        if e.path.startswith("steps/after"):
-            full.setdefault(e.path, e)
     assert {p: (e.value, e.v, e.kind) for p, e in after.entries.items()} == {
         p: (e.value, e.v, e.kind) for p, e in full.items()
     }
     assert after.hash == eventlog.state_hash(full)
     # the compacted log holds the snapshot and what came after it only
-    assert len(store.read_entries(run)) == 1 + extra
+    assert len(store.read_entries(run)) == (1 if twice else 1 + extra)
     # first writer still wins over a compacted path
     assert equal(eventlog.recover(store, run).entries.get("inputs", Entry.decided("inputs", "inputs", 0))
                  .decode(run), {"order": "A-1"})
