@@ -60,6 +60,7 @@ CATCHES: Schema = {
         "type": "object",
         "properties": {"when": runtime(type="boolean"), "value": runtime()},
         "required": ["value"],
+        "x-telo-scope": ["error"],  # a whole-operation fallback sees {error, inputs}
         "additionalProperties": False,
     },
 }

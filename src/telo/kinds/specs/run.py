@@ -8,6 +8,7 @@ from .common import CATCHES, config, ref, runtime, steps, type_slot
 
 M = "Run"
 _ITEM_SCOPE = ["item", "index", "items"]
+_BINDINGS = {"x-telo-bindings": True}  # the expression also sees the resource's `bindings:` names
 
 SEQUENCE = KindSpec(
     M, "Sequence",
@@ -16,10 +17,11 @@ SEQUENCE = KindSpec(
             "steps": steps(),
             "inputType": type_slot(),
             "outputType": type_slot(),
-            "outputs": runtime(type="object"),  # evaluated against {steps, inputs} when invoked
+            "outputs": runtime(type="object", **{"x-telo-scope": ["steps"]}),  # against {steps, inputs}
             # Inline resource declarations scoped to one run of the sequence (created on entry, torn down
             # on exit); each is a full `{kind, metadata: {name}, …}` document.
-            "with": {"type": "array", "items": {"type": "object", "required": ["kind", "metadata"]}},
+            "with": {"type": "array", "items": {"type": "object", "required": ["kind", "metadata"]},
+                     "x-telo-with": True},
             "targets": {"type": "array", "items": ref("*")},  # with-resources run() before the steps
         },
         ("steps",),
@@ -32,8 +34,8 @@ VALUE = KindSpec(
     M, "Value",
     config(
         {
-            "value": runtime(),
-            "bindings": {"type": "object", "additionalProperties": runtime()},  # lazy, dependency-ordered
+            "value": runtime(**_BINDINGS),  # sees {inputs, …bindings}
+            "bindings": {"type": "object", "additionalProperties": runtime(**_BINDINGS)},
             "inputType": type_slot(),
             "outputType": type_slot(),
         },
@@ -55,7 +57,7 @@ ITERATION = KindSpec(M, "Iteration", config(dict(_COLLECTION), ("collection", "s
 
 PROJECTION = KindSpec(
     M, "Projection",
-    config({**_COLLECTION, "outputs": runtime(type="object", **{"x-telo-scope": _ITEM_SCOPE})},
+    config({**_COLLECTION, "outputs": runtime(type="object", **{"x-telo-scope": [*_ITEM_SCOPE, "steps"]})},
            ("collection", "steps")),
     "invocable",
 )
@@ -67,7 +69,7 @@ LOOP = KindSpec(
             "condition": runtime(type="boolean", **{"x-telo-scope": ["iteration", "previous"]}),
             "maxIterations": runtime(type="integer", minimum=1),
             "steps": steps(**{"x-telo-scope": ["iteration", "previous"]}),
-            "outputs": runtime(type="object", **{"x-telo-scope": ["iteration", "previous"]}),
+            "outputs": runtime(type="object", **{"x-telo-scope": ["steps", "iteration", "previous"]}),
             "catches": CATCHES,
             "inputType": type_slot(),
             "outputType": type_slot(),
@@ -87,12 +89,12 @@ CHOICE = KindSpec(
                 "type": "array",
                 "items": {
                     "type": "object",
-                    "properties": {"when": runtime(type="boolean"), "value": runtime()},
+                    "properties": {"when": runtime(type="boolean", **_BINDINGS), "value": runtime(**_BINDINGS)},
                     "required": ["when", "value"],
                     "additionalProperties": False,
                 },
             },
-            "default": {"type": "object", "properties": {"value": runtime()}, "required": ["value"],
+            "default": {"type": "object", "properties": {"value": runtime(**_BINDINGS)}, "required": ["value"],
                         "additionalProperties": False},
             "bindings": {"type": "object", "additionalProperties": runtime()},
             "inputType": type_slot(),

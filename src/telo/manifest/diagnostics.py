@@ -1,0 +1,94 @@
+"""Diagnostics: what a manifest load found wrong, each with its ``file:line:col`` (reference §1, §12).
+
+Loading never stops at the first problem: every stage appends to one list and, if any error is in it,
+:class:`ManifestLoadError` reports them all together (reference §1: "All such errors are collected and
+reported together"), sorted by position so the output reads like a compiler's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from telo.errors import ManifestError
+
+from .nodes import Pos
+
+Severity = Literal["error", "warning"]
+
+# --- codes -----------------------------------------------------------------------------------------------
+# The aggregate code of a failed load (reference §1); also used for any schema or variable violation.
+ERR_MANIFEST_VALIDATION_FAILED = "ERR_MANIFEST_VALIDATION_FAILED"
+ERR_MANIFEST_YAML = "ERR_MANIFEST_YAML"  # YAML syntax, an unknown tag, a duplicate key
+ERR_MANIFEST_NOT_FOUND = "ERR_MANIFEST_NOT_FOUND"  # the file (or an imported library) cannot be read
+ERR_MANIFEST_INVALID_NAME = "ERR_MANIFEST_INVALID_NAME"  # a resource name or import alias off the grammar
+ERR_MANIFEST_DUPLICATE_RESOURCE = "ERR_MANIFEST_DUPLICATE_RESOURCE"
+ERR_MANIFEST_UNKNOWN_ALIAS = "ERR_MANIFEST_UNKNOWN_ALIAS"  # `X.Kind` or `!ref X.name` with X not imported
+ERR_MANIFEST_UNKNOWN_KIND = "ERR_MANIFEST_UNKNOWN_KIND"  # the alias is imported but has no such kind
+ERR_MANIFEST_UNKNOWN_MODULE = "ERR_MANIFEST_UNKNOWN_MODULE"  # an import names no built-in module or library
+ERR_MANIFEST_UNKNOWN_RESOURCE = "ERR_MANIFEST_UNKNOWN_RESOURCE"  # `!ref missing`
+ERR_MANIFEST_BARE_REFERENCE = "ERR_MANIFEST_BARE_REFERENCE"  # a plain string in a reference slot
+ERR_MANIFEST_REFERENCE_KIND = "ERR_MANIFEST_REFERENCE_KIND"  # `!ref x` where x's kind does not fit the slot
+ERR_MANIFEST_INVALID_STEP = "ERR_MANIFEST_INVALID_STEP"  # not exactly one step kind key
+ERR_MANIFEST_INCLUDE = "ERR_MANIFEST_INCLUDE"  # `!include-bytes` of an unreadable file
+ERR_MANIFEST_CEL = "ERR_MANIFEST_CEL"  # reported by the CEL checker hook
+ERR_STEP_NAME_REQUIRED = "ERR_STEP_NAME_REQUIRED"  # reference §3 / §11
+ERR_INVALID_STEP_NAME = "ERR_INVALID_STEP_NAME"  # spec §5.1 (same code as telo.paths)
+WARN_DUPLICATE_STEP_NAME = "DUPLICATE_STEP_NAME"  # siblings with one name share one journal path
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One finding. ``pos`` is ``None`` only when no file position exists (an unreadable file)."""
+
+    code: str
+    message: str
+    pos: Pos | None
+    severity: Severity = "error"
+    hint: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.pos}: " if self.pos else ""
+        tag = "" if self.severity == "error" else f"{self.severity}: "
+        hint = f" (hint: {self.hint})" if self.hint else ""
+        return f"{where}{tag}{self.code} {self.message}{hint}"
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form ``telo check --json`` prints."""
+        out: dict[str, object] = {"code": self.code, "message": self.message, "severity": self.severity}
+        if self.pos is not None:
+            out.update(file=self.pos.file, line=self.pos.line, column=self.pos.column)
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
+    return (d.pos.file, d.pos.line, d.pos.column, d.code) if d.pos else ("", 0, 0, d.code)
+
+
+def errors_of(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    return [d for d in diagnostics if d.severity == "error"]
+
+
+class ManifestLoadError(ManifestError):
+    """A manifest failed to load; ``diagnostics`` holds every finding (errors and warnings).
+
+    The code is ``ERR_MANIFEST_VALIDATION_FAILED``; each diagnostic keeps its more specific code. The
+    message lists every error as ``file:line:col: CODE message``, one per line.
+    """
+
+    def __init__(self, source: str, diagnostics: Sequence[Diagnostic]) -> None:
+        self.diagnostics: list[Diagnostic] = sorted(diagnostics, key=sort_key)
+        errors = errors_of(self.diagnostics)
+        lines = "\n".join(f"  {d}" for d in errors)
+        first = errors[0].pos if errors else None
+        data: dict[str, object] = {"diagnostics": [d.to_dict() for d in self.diagnostics]}
+        if first is not None:
+            data.update(file=first.file, line=first.line, column=first.column)
+        super().__init__(
+            ERR_MANIFEST_VALIDATION_FAILED,
+            f"manifest {source} has {len(errors)} error{'s' if len(errors) != 1 else ''}:\n{lines}",
+            data=data,
+        )

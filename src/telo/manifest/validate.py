@@ -1,0 +1,240 @@
+"""Schema validation of resource configs, with every violation reported at its ``file:line:col``
+(reference §1; the step grammar of reference §3).
+
+``jsonschema``'s draft 2020-12 validator, extended:
+
+* a :class:`Cel` or :class:`Template` leaf satisfies any schema — its value exists only once evaluated
+  (the CEL checker hook and the engine take it from there);
+* ``x-telo-ref`` accepts a :class:`Ref` or an inline ``{kind: …}`` mapping and refuses a bare string (the
+  tag is mandatory, reference §1); whether the reference resolves is checked by :mod:`.graph`;
+* ``x-telo-steps`` validates a step list: each step has a ``name`` of the step-name grammar and exactly
+  one kind key (reference §3, checked in order invoke, if, while, switch, try, throw, value), then its
+  kind's schema, which recurses into nested bodies.
+
+Each ``jsonschema`` error carries the path of the offending instance; the path is the JSON Pointer the
+resource's position table is keyed by.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend
+
+from telo.kinds.specs.steps import STEP_KINDS, STEP_SCHEMAS, step_kinds_present
+
+from .diagnostics import (
+    ERR_INVALID_STEP_NAME,
+    ERR_MANIFEST_BARE_REFERENCE,
+    ERR_MANIFEST_INVALID_STEP,
+    ERR_MANIFEST_VALIDATION_FAILED,
+    ERR_STEP_NAME_REQUIRED,
+    WARN_DUPLICATE_STEP_NAME,
+    Diagnostic,
+)
+from .nodes import Cel, Ref, Template
+from .positions import PositionTable, from_path, join
+from .reader import NAME
+
+# `validator` names of the errors raised by our own keywords: they select the diagnostic code.
+_CODES = {
+    "x-telo-ref-bare": ERR_MANIFEST_BARE_REFERENCE,
+    "x-telo-ref": ERR_MANIFEST_VALIDATION_FAILED,
+    "x-telo-step-name-required": ERR_STEP_NAME_REQUIRED,
+    "x-telo-step-name": ERR_INVALID_STEP_NAME,
+    "x-telo-step-kind": ERR_MANIFEST_INVALID_STEP,
+}
+_WARNINGS = {"x-telo-step-duplicate": WARN_DUPLICATE_STEP_NAME}
+_STEP_LIST = ", ".join(STEP_KINDS)
+_Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Iterator[ValidationError]]
+
+
+def _skip_expressions(keyword: _Keyword) -> _Keyword:
+    def wrapped(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+        if isinstance(instance, Cel | Template):
+            return
+        yield from keyword(validator, value, instance, schema)
+
+    return wrapped
+
+
+def _ref_keyword(validator: Any, wanted: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if isinstance(instance, Ref) or (isinstance(instance, dict) and "kind" in instance):
+        return
+    if isinstance(instance, str):
+        yield ValidationError(
+            f"{instance!r} is a bare string in a reference slot: write `!ref {instance}`",
+            validator="x-telo-ref-bare",
+        )
+    elif isinstance(instance, Cel | Template):
+        yield ValidationError("a reference slot takes `!ref name` or an inline `{kind: …}` resource, not a CEL "
+                              "expression", validator="x-telo-ref")
+    else:
+        yield ValidationError(
+            f"expected a reference (`!ref name`) or an inline resource (`{{kind: …}}`), got {_describe(instance)}",
+            validator="x-telo-ref",
+        )
+
+
+def _steps_keyword(validator: Any, enabled: Any, instance: Any, schema: Mapping[str, Any]) -> Iterator[ValidationError]:
+    if not enabled:
+        return
+    if not isinstance(instance, list):
+        yield ValidationError(f"expected a list of steps, got {_describe(instance)}", validator="type")
+        return
+    seen: set[str] = set()
+    for index, step in enumerate(instance):
+        if not isinstance(step, dict):
+            yield ValidationError(f"a step is a mapping, got {_describe(step)}", validator="type", path=(index,))
+            continue
+        name = step.get("name")
+        if "name" not in step:
+            yield ValidationError("a step needs a `name`", validator="x-telo-step-name-required", path=(index,))
+        elif not (isinstance(name, str) and NAME.fullmatch(name)):
+            yield ValidationError(
+                f"invalid step name {name!r}: a step name matches ^[A-Za-z_][A-Za-z0-9_]*$ (a hyphen reads as "
+                "subtraction in CEL)", validator="x-telo-step-name", path=(index, "name"))
+        elif name in seen:
+            yield ValidationError(
+                f"another step of this list is already named {name!r}: both record under one journal path",
+                validator="x-telo-step-duplicate", path=(index, "name"))
+        else:
+            seen.add(name)
+        kinds = step_kinds_present(step)
+        if not kinds:
+            yield ValidationError(f"a step needs exactly one of: {_STEP_LIST}", validator="x-telo-step-kind",
+                                  path=(index,))
+            continue
+        for extra in kinds[1:]:
+            yield ValidationError(
+                f"a step is exactly one kind: {kinds[0]!r} and {extra!r} are both present (it would run as "
+                f"{kinds[0]!r})", validator="x-telo-step-kind", path=(index, extra))
+        yield from validator.descend(step, STEP_SCHEMAS[kinds[0]], path=index)
+
+
+_TeloValidator: type[Validator] = extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator,
+    validators={
+        **{k: _skip_expressions(v) for k, v in Draft202012Validator.VALIDATORS.items()},
+        "x-telo-ref": _ref_keyword,
+        "x-telo-steps": _skip_expressions(_steps_keyword),
+    },
+)
+
+
+@lru_cache(maxsize=256)
+def _validator_for(schema_json: str) -> Validator:
+    return _TeloValidator(json.loads(schema_json))
+
+
+def validator_for(schema: Mapping[str, Any]) -> Validator:
+    """A (cached) validator for ``schema``. Keyed by the schema's JSON text: specs are plain data."""
+    return _validator_for(json.dumps(schema, sort_keys=True, default=str))
+
+
+def validate(
+    instance: Any,
+    schema: Mapping[str, Any],
+    table: PositionTable,
+    base: str,
+    subject: str,
+    diagnostics: list[Diagnostic],
+) -> None:
+    """Validate ``instance`` (found at ``base`` in ``table``'s document) and append one diagnostic per
+    violation; ``subject`` names it in messages (``Local.Workflow 'order'``)."""
+    for error in validator_for(schema).iter_errors(instance):
+        diagnostics.extend(_to_diagnostics(error, table, base, subject))
+
+
+def _to_diagnostics(error: ValidationError, table: PositionTable, base: str, subject: str) -> list[Diagnostic]:
+    path = list(error.absolute_path)
+    pointer = join(base, *path)
+    where = from_path(path) or "/"
+    kind = str(error.validator)
+    if kind in _WARNINGS:
+        return [Diagnostic(_WARNINGS[kind], f"{subject} at {where}: {error.message}", table.value(pointer),
+                           severity="warning")]
+    if kind == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, Mapping) else {}
+        patterns = error.schema.get("patternProperties", {}) if isinstance(error.schema, Mapping) else {}
+        extras = [k for k in error.instance if k not in allowed and not any(re.search(p, k) for p in patterns)]
+        known = ", ".join(allowed) or "none"
+        return [
+            Diagnostic(ERR_MANIFEST_VALIDATION_FAILED, f"{subject}: unknown field {k!r} at {where} (fields: {known})",
+                       table.key(join(pointer, k)))
+            for k in extras
+        ]
+    code = _CODES.get(kind, ERR_MANIFEST_VALIDATION_FAILED)
+    return [Diagnostic(code, f"{subject} at {where}: {_message(error)}", table.value(pointer))]
+
+
+def _message(error: ValidationError) -> str:
+    """A message that names fields and YAML types instead of dumping the instance's Python repr."""
+    kind, instance = error.validator, error.instance
+    value: Any = error.validator_value
+    if kind == "required":
+        missing = [k for k in value if not (isinstance(instance, dict) and k in instance)]
+        return f"missing required field {missing[0]!r}" if missing else error.message
+    if kind == "type":
+        if isinstance(instance, Ref):
+            return f"a reference ({instance}) is not allowed here; expected {_types(value)}"
+        return f"expected {_types(value)}, got {_describe(instance)}"
+    if kind in ("oneOf", "anyOf") and all(_is_required_only(s) for s in value):
+        names = [s["required"][0] for s in value]
+        present = [n for n in names if isinstance(instance, dict) and n in instance]
+        listed = " or ".join(repr(n) for n in names)
+        if kind == "oneOf" and len(present) > 1:
+            return f"only one of {listed} may be given, found {', '.join(repr(p) for p in present)}"
+        return f"{'exactly' if kind == 'oneOf' else 'at least'} one of {listed} is required"
+    if kind == "enum":
+        return f"{_short(instance)} is not one of {', '.join(_short(v) for v in value)}"
+    if kind == "const":
+        return f"expected {_short(value)}, got {_short(instance)}"
+    if kind == "pattern":
+        return f"{_short(instance)} does not match {value}"
+    return error.message
+
+
+def _is_required_only(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and set(schema) == {"required"} and len(schema["required"]) == 1
+
+
+def _types(value: Any) -> str:
+    names = [value] if isinstance(value, str) else list(value)
+    return " or ".join({"object": "a mapping", "array": "a list", "null": "null"}.get(n, f"a {n}") for n in names)
+
+
+def _describe(instance: Any) -> str:
+    """The YAML-level description of a value for messages."""
+    if isinstance(instance, bool):
+        return f"the boolean {str(instance).lower()}"
+    if isinstance(instance, int | float):
+        return f"the number {instance}"
+    if isinstance(instance, str):
+        return f"the string {_short(instance)}"
+    if instance is None:
+        return "null"
+    if isinstance(instance, dict):
+        return "a mapping"
+    if isinstance(instance, list):
+        return "a list"
+    if isinstance(instance, bytes):
+        return f"{len(instance)} bytes"
+    if isinstance(instance, Ref):
+        return f"a reference ({instance})"
+    return type(instance).__name__
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str) if not isinstance(value, Ref) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+__all__ = ["validate", "validator_for"]
