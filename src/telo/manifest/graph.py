@@ -144,6 +144,8 @@ class Graph:
             self._check_cel(value, schema, ctx)
             return value
         wanted = schema.get("x-telo-ref")
+        if isinstance(wanted, str) and wanted.startswith("Self."):  # a library schema naming its own kind
+            wanted = f"{ctx.decl.spec.module}.{wanted[5:]}"
         if isinstance(value, Ref):
             self.check_ref(value, wanted if isinstance(wanted, str) else None, ctx.scoped)
             return value

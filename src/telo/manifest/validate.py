@@ -87,12 +87,13 @@ def _steps_keyword(validator: Any, enabled: Any, instance: Any, schema: Mapping[
     if not enabled:
         return
     if not isinstance(instance, list):
-        yield ValidationError(f"expected a list of steps, got {_describe(instance)}", validator="type")
+        yield ValidationError(f"expected a list of steps, got {_describe(instance)}", validator="x-telo-steps-shape")
         return
     seen: set[str] = set()
     for index, step in enumerate(instance):
         if not isinstance(step, dict):
-            yield ValidationError(f"a step is a mapping, got {_describe(step)}", validator="type", path=(index,))
+            yield ValidationError(f"a step is a mapping, got {_describe(step)}", validator="x-telo-steps-shape",
+                                  path=(index,))
             continue
         name = step.get("name")
         if "name" not in step:
@@ -172,7 +173,9 @@ def _to_diagnostics(error: ValidationError, table: PositionTable, base: str, sub
             for k in extras
         ]
     code = _CODES.get(kind, ERR_MANIFEST_VALIDATION_FAILED)
-    return [Diagnostic(code, f"{subject} at {where}: {_message(error)}", table.value(pointer))]
+    # A second step-kind key is pointed at where the key is written, not at its value.
+    pos = table.key(pointer) if kind == "x-telo-step-kind" else table.value(pointer)
+    return [Diagnostic(code, f"{subject} at {where}: {_message(error)}", pos)]
 
 
 def _message(error: ValidationError) -> str:
