@@ -11,7 +11,7 @@ from telo.kinds import KindSpec, ModuleSpec
 
 from .diagnostics import Diagnostic
 from .nodes import Cel, Pos, Ref
-from .positions import PositionTable, join, split
+from .positions import PositionTable, split
 
 
 @dataclass(eq=False)
@@ -55,9 +55,6 @@ class ResourceDecl:
         for token in split(pointer):
             value = value[int(token)] if isinstance(value, list) else value[token]
         return value
-
-    def child_pointer(self, *segments: str | int) -> str:
-        return join("", *segments)
 
 
 @dataclass(frozen=True, slots=True)

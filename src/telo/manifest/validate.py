@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -130,14 +129,19 @@ _TeloValidator: type[Validator] = extend(  # type: ignore[no-untyped-call]
 )
 
 
-@lru_cache(maxsize=256)
-def _validator_for(schema_json: str) -> Validator:
-    return _TeloValidator(json.loads(schema_json))
+# Specs are long-lived module constants: key by identity, holding the schema so its id stays unique.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], Validator]] = {}
 
 
 def validator_for(schema: Mapping[str, Any]) -> Validator:
-    """A (cached) validator for ``schema``. Keyed by the schema's JSON text: specs are plain data."""
-    return _validator_for(json.dumps(schema, sort_keys=True, default=str))
+    """A (cached) validator for ``schema``."""
+    cached = _VALIDATORS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_VALIDATORS) > 1024:  # library schemas are per load; do not grow without bound
+            _VALIDATORS.clear()
+        cached = (schema, _TeloValidator(schema))
+        _VALIDATORS[id(schema)] = cached
+    return cached[1]
 
 
 def validate(
