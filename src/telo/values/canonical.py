@@ -23,7 +23,8 @@ import base64
 import json.encoder
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from operator import itemgetter
+from typing import Any, Final, TypeVar
 
 from telo.errors import TypedFrameUnencodable
 from telo.values.numbers import relayout_exponent_form
@@ -41,7 +42,7 @@ from telo.values.types import (
 )
 from telo.values.url import Url
 
-__all__ = ["MAX_DEPTH", "encode_frame", "pointer"]
+__all__ = ["MAX_DEPTH", "encode_frame", "pointer"]  # the rest is shared with telo.values.fastwrite only
 
 #: The deepest container nesting of a frame this runtime reads and writes: a frame whose JSON containers
 #: (arrays and objects, tags included) nest deeper than this is refused by the reader at the empty pointer.
@@ -52,7 +53,7 @@ MAX_DEPTH: Final = 500
 
 # The C escaper when CPython has it (it always does; the pure-Python one escapes identically).
 _esc: Final[Callable[[str], str]] = json.encoder.encode_basestring
-_surrogate: Final = re.compile("[\ud800-\udfff]").search
+surrogate: Final = re.compile("[\ud800-\udfff]").search
 _float_repr: Final = float.__repr__
 _int_repr: Final = int.__repr__  # never str(): Uint overrides __repr__, and str() would use it
 _utf16: Final = "utf-16-be"  # big-endian UTF-16 bytes compare exactly as UTF-16 code units do
@@ -62,11 +63,11 @@ _DOUBLE_SPECIAL: Final = {
     "inf": '{"$telo":"double","value":"Infinity"}',
     "-inf": '{"$telo":"double","value":"-Infinity"}',
 }
-_NEGATIVE_ZERO: Final = '{"$telo":"double","value":"-0"}'
-_NOT_TEXT: Final = "a string that is not Unicode text (it has an unpaired UTF-16 surrogate)"
+NEGATIVE_ZERO: Final = '{"$telo":"double","value":"-0"}'
+NOT_TEXT: Final = "a string that is not Unicode text (it has an unpaired UTF-16 surrogate)"
 
 
-class _Refuse(Exception):
+class Refusal(Exception):
     """A refusal on its way up; each enclosing container appends its segment (innermost first)."""
 
     def __init__(self, message: str, *segments: str | int) -> None:
@@ -75,7 +76,7 @@ class _Refuse(Exception):
         self.segments: list[str | int] = list(segments)
 
 
-class _TooDeep(Exception):
+class TooDeep(Exception):
     """Nesting beyond MAX_DEPTH: a cycle, or a value too deep to read back; diagnosed at the top."""
 
 
@@ -83,12 +84,12 @@ def pointer(segments: list[str | int]) -> str:
     """The JSON Pointer (RFC 6901) of innermost-first ``segments``; unpaired surrogates become U+FFFD."""
     out = []
     for seg in reversed(segments):
-        text = str(seg) if type(seg) is int else _replace_surrogates(str(seg))
+        text = str(seg) if type(seg) is int else _replacesurrogates(str(seg))
         out.append("/" + text.replace("~", "~0").replace("/", "~1"))
     return "".join(out)
 
 
-def _replace_surrogates(text: str) -> str:
+def _replacesurrogates(text: str) -> str:
     return text if text.isascii() else re.sub("[\ud800-\udfff]", "\ufffd", text)
 
 
@@ -103,9 +104,9 @@ def encode_frame(value: object) -> str:
     """
     try:
         return _value(value, 0)
-    except _Refuse as refusal:
+    except Refusal as refusal:
         raise TypedFrameUnencodable(refusal.message, path=pointer(refusal.segments)) from None
-    except (_TooDeep, RecursionError):
+    except (TooDeep, RecursionError):
         pass  # diagnosed below, outside the except block, with the stack unwound
     cycle = _find_cycle(value)
     if cycle is not None:
@@ -120,7 +121,7 @@ def encode_frame(value: object) -> str:
 
 def _list(items: list[Any], depth: int) -> str:
     if depth >= MAX_DEPTH:
-        raise _TooDeep
+        raise TooDeep
     out: list[str] = []
     app = out.append
     inner = depth + 1
@@ -128,11 +129,17 @@ def _list(items: list[Any], depth: int) -> str:
         for x in items:
             t = type(x)
             if t is str:
-                if not x.isascii() and _surrogate(x):
-                    raise _Refuse(_NOT_TEXT)
+                if not x.isascii() and surrogate(x):
+                    raise Refusal(NOT_TEXT)
                 app(_esc(x))
             elif t is float:
-                app(_double(x))
+                r = _float_repr(x)  # inline _double: floats are most of a document's numbers
+                if r[-2:] == ".0":
+                    app(r[:-2] if r != "-0.0" else NEGATIVE_ZERO)
+                elif "e" in r or "n" in r:
+                    app(_double(x))
+                else:
+                    app(r)
             elif t is dict:
                 app(_dict(x, inner))
             elif t is bool:
@@ -143,105 +150,159 @@ def _list(items: list[Any], depth: int) -> str:
                 app(_list(x, inner))
             else:
                 app(_value(x, depth))
-    except _Refuse as refusal:
+    except Refusal as refusal:
         refusal.segments.append(len(out))  # every element before the failing one appended exactly once
         raise
     return "[" + ",".join(out) + "]"
 
 
-def _dict(d: dict[Any, Any], depth: int) -> str:
-    for k in d:
-        if type(k) is not str or not k.isascii():
-            return _map(list(d.items()), depth)
+# The shape of a JSON-object dict: its keys' '"key":' prefixes in insertion order, the canonical order of its
+# members as indices into that, and whether that order is also Python's (code point) order, which the fast
+# path's C encoder sorts by. Documents repeat their record shapes, so the key checks, the escaping and the
+# sort are done once per shape instead of once per dict. Bounded: cleared when full.
+Shape = tuple[tuple[str, ...], list[int], bool]
+SHAPES: dict[tuple[Any, ...], Shape] = {}
+_SHAPE_CACHE_SIZE: Final = 1024
+_SHAPE_MAX_KEYS: Final = 64
+_SHAPE_MAX_CHARS: Final = 4096
+
+
+def learn_shape(keys: tuple[Any, ...], d: dict[Any, Any]) -> Shape | None:
+    """The shape of ``d`` if it is a JSON object (every key an exact str, none ``$telo``), else None."""
+    all_ascii = True
+    for k in keys:
+        if type(k) is not str:
+            return None
+        if not k.isascii():
+            if surrogate(k):
+                raise Refusal("a map key that is not Unicode text (an unpaired surrogate)", k)
+            all_ascii = False
     if "$telo" in d:
-        return _map(list(d.items()), depth)
-    # All keys ASCII: code point order is UTF-16 code unit order, so Python's own sort is the canonical one.
-    return _object(sorted(d.items()), depth)
+        return None
+    by_code_point = sorted(range(len(keys)), key=keys.__getitem__)
+    if all_ascii:  # ASCII: code point order is UTF-16 code unit order
+        order, same = by_code_point, True
+    else:
+        order = sorted(range(len(keys)), key=lambda i: keys[i].encode(_utf16))
+        same = order == by_code_point
+    shape = (tuple([_esc(k) + ":" for k in keys]), order, same)
+    if len(keys) <= _SHAPE_MAX_KEYS and sum(map(len, keys)) <= _SHAPE_MAX_CHARS:
+        if len(SHAPES) >= _SHAPE_CACHE_SIZE:
+            SHAPES.clear()
+        SHAPES[keys] = shape
+    return shape
 
 
-def _object(items: list[tuple[str, Any]], depth: int) -> str:
-    """A JSON object of members already in canonical order (keys checked by the caller)."""
+def _dict(d: dict[Any, Any], depth: int) -> str:
     if depth >= MAX_DEPTH:
-        raise _TooDeep
+        raise TooDeep
+    keys = tuple(d)
+    shape = SHAPES.get(keys)
+    if shape is None:
+        shape = learn_shape(keys, d)
+        if shape is None:
+            return _map(list(d.items()), depth)
+    prefixes, order, _ = shape
     out: list[str] = []
     app = out.append
     inner = depth + 1
     k = ""
     try:
-        for k, x in items:
+        # Members are written in insertion order (so a refusal names the first offending member as given)
+        # and joined in canonical order.
+        for (k, x), p in zip(d.items(), prefixes, strict=True):
+            if type(k) is not str:  # a key merely EQUAL to a cached str (a str subclass): not this shape
+                break
             t = type(x)
             if t is str:
-                if not x.isascii() and _surrogate(x):
-                    raise _Refuse(_NOT_TEXT)
-                app(f"{_esc(k)}:{_esc(x)}")
+                if not x.isascii() and surrogate(x):
+                    raise Refusal(NOT_TEXT)
+                app(p + _esc(x))
             elif t is float:
-                app(f"{_esc(k)}:{_double(x)}")
+                r = _float_repr(x)
+                if r[-2:] == ".0":
+                    app(p + (r[:-2] if r != "-0.0" else NEGATIVE_ZERO))
+                elif "e" in r or "n" in r:
+                    app(p + _double(x))
+                else:
+                    app(p + r)
             elif t is dict:
-                app(f"{_esc(k)}:{_dict(x, inner)}")
+                app(p + _dict(x, inner))
             elif t is bool:
-                app(f"{_esc(k)}:{'true' if x else 'false'}")
+                app(p + ("true" if x else "false"))
             elif x is None:
-                app(f"{_esc(k)}:null")
+                app(p + "null")
             elif t is list:
-                app(f"{_esc(k)}:{_list(x, inner)}")
+                app(p + _list(x, inner))
             else:
-                app(f"{_esc(k)}:{_value(x, depth)}")
-    except _Refuse as refusal:
+                app(p + _value(x, depth))
+        else:
+            return "{" + ",".join([out[i] for i in order]) + "}"
+    except Refusal as refusal:
         refusal.segments.append(k)
         raise
-    return "{" + ",".join(out) + "}"
+    return _map(list(d.items()), depth)  # outside the try: its refusals carry their own key segments
 
 
-def _map(pairs: list[tuple[Any, Any]], depth: int) -> str:
-    """Any map (§6.1): a JSON object when every key is a string and none is ``$telo``, else tagged ``map``."""
+def check_map_keys(pairs: list[tuple[Any, Any]]) -> bool:
+    """Check every key of a map (§6.1); True when the map is written as a JSON object (every key a string,
+    none of them ``$telo``), False when it is tagged ``map``."""
     all_text = True
-    all_ascii = True
     for k, _ in pairs:
         t = type(k)
         if t is str:
-            if not k.isascii():
-                if _surrogate(k):
-                    raise _Refuse("a map key that is not Unicode text (an unpaired surrogate)", k)
-                all_ascii = False
+            if not k.isascii() and surrogate(k):
+                raise Refusal("a map key that is not Unicode text (an unpaired surrogate)", k)
         elif t is int:
             if not INT64_MIN <= k <= INT64_MAX:
-                raise _Refuse("an int map key outside int64", _key_segment(k))
+                raise Refusal("an int map key outside int64", key_segment(k))
             all_text = False
         elif t is Uint or t is bool:
             all_text = False
         else:
-            message = f"a map key must be an int, uint, bool or string, not {t.__name__}"
-            raise _Refuse(message, _key_segment(k))
-    if all_text and not any(k == "$telo" for k, _ in pairs):
-        if all_ascii:
-            return _object(sorted(pairs), depth)
-        return _object(sorted(pairs, key=lambda kv: kv[0].encode(_utf16)), depth)
-    # Tagged: the map object at `depth`, its payload list at depth+1, each pair at depth+2.
-    if depth + 2 >= MAX_DEPTH:
-        raise _TooDeep
+            raise Refusal(f"a map key must be an int, uint, bool or string, not {t.__name__}", key_segment(k))
+    return all_text and not any(k == "$telo" for k, _ in pairs)
+
+
+_T = TypeVar("_T")
+
+
+def tagged_entries(pairs: list[tuple[Any, Any]], write: Callable[[Any], _T]) -> list[tuple[str, Any, _T]]:
+    """The pairs of a tagged map as ``(key frame text, key, written value)`` in canonical order (§6.2):
+    by the canonical text of each key's frame, as UTF-16 code units. Refuses two keys of one CEL value."""
     seen: set[tuple[str, object]] = set()
-    entries: list[tuple[str, str]] = []
+    entries: list[tuple[str, Any, _T]] = []
     for k, x in pairs:
         ident = key_identity(k)
         if ident in seen:
-            raise _Refuse("two keys of one CEL value (an int and a uint of one number)", _key_segment(k))
+            raise Refusal("two keys of one CEL value (an int and a uint of one number)", key_segment(k))
         seen.add(ident)
         try:
-            entries.append((_key_frame(k), _value(x, depth + 2)))
-        except _Refuse as refusal:
-            refusal.segments.append(_key_segment(k))
+            entries.append((key_frame(k), k, write(x)))
+        except Refusal as refusal:
+            refusal.segments.append(key_segment(k))
             raise
-    # §6.2: pairs ordered by the canonical text of each key's frame, as UTF-16 code units. Key frames of
-    # distinct keys are distinct, so the sort never looks at the values.
-    if all(kt.isascii() for kt, _ in entries):
-        entries.sort()
+    # Key frames of distinct keys are distinct, so the order is total.
+    if all(e[0].isascii() for e in entries):
+        entries.sort(key=itemgetter(0))
     else:
         entries.sort(key=lambda e: e[0].encode(_utf16))
-    body = ",".join(f"[{kt},{vt}]" for kt, vt in entries)
+    return entries
+
+
+def _map(pairs: list[tuple[Any, Any]], depth: int) -> str:
+    """Any map (§6.1): a JSON object when every key is a string and none is ``$telo``, else tagged ``map``."""
+    if check_map_keys(pairs):
+        return _dict(dict(pairs), depth)  # e.g. a CelMap of string keys: the same value as the dict
+    # Tagged: the map object at `depth`, its payload list at depth+1, each pair at depth+2.
+    if depth + 2 >= MAX_DEPTH:
+        raise TooDeep
+    entries = tagged_entries(pairs, lambda x: _value(x, depth + 2))
+    body = ",".join([f"[{kt},{vt}]" for kt, _, vt in entries])
     return f'{{"$telo":"map","value":[{body}]}}'
 
 
-def _key_frame(k: Any) -> str:
+def key_frame(k: Any) -> str:
     t = type(k)
     if t is str:
         return _esc(k)
@@ -252,18 +313,18 @@ def _key_frame(k: Any) -> str:
     return f'{{"$telo":"int","value":"{_int_repr(k)}"}}'
 
 
-def _key_segment(k: Any) -> str:
-    t = type(k)
-    if t is str:
-        return str(k)
-    if t is bool:
+def key_segment(k: Any) -> str:
+    """A map key as a pointer segment: its text (a str subclass too), decimal digits, true/false, or repr."""
+    if isinstance(k, str):
+        return str.__str__(k)
+    if type(k) is bool:
         return "true" if k else "false"
-    if t is int or t is Uint:
+    if isinstance(k, int):
         return _int_repr(k)
     try:
         return repr(k)
     except Exception:  # a key of no CEL type may have a repr that fails; the path must still be built
-        return f"<{t.__name__}>"
+        return f"<{type(k).__name__}>"
 
 
 # --- scalars ---------------------------------------------------------------------------------------------
@@ -275,61 +336,53 @@ def _double(x: float) -> str:
         return relayout_exponent_form(r)
     if r[-2:] == ".0":  # an integral double: ECMAScript writes no fraction
         r = r[:-2]
-        return _NEGATIVE_ZERO if r == "-0" else r
+        return NEGATIVE_ZERO if r == "-0" else r
     special = _DOUBLE_SPECIAL.get(r)  # "nan", "inf", "-inf": no JSON number, so tagged (§6.1)
     return r if special is None else special
 
 
-def _int(v: int) -> str:
+def _int_payload(v: int) -> str:
     if not INT64_MIN <= v <= INT64_MAX:
-        raise _Refuse("an int outside int64")
-    return f'{{"$telo":"int","value":"{_int_repr(v)}"}}'
+        raise Refusal("an int outside int64")
+    return _int_repr(v)
 
 
-def _uint(v: Uint) -> str:
-    return f'{{"$telo":"uint","value":"{_int_repr(v)}"}}'
+def _bytes_payload(v: bytes) -> str:
+    return base64.urlsafe_b64encode(v).rstrip(b"=").decode("ascii")
 
 
-def _bytes(v: bytes) -> str:
-    text = base64.urlsafe_b64encode(v).rstrip(b"=").decode("ascii")
-    return f'{{"$telo":"bytes","value":"{text}"}}'
-
-
-def _timestamp(v: Timestamp) -> str:
+def _timestamp_payload(v: Timestamp) -> str:
     # The constructor validates; checked again because a frozen dataclass can still be forced.
     if not (TIMESTAMP_MIN_SECONDS <= v.seconds <= TIMESTAMP_MAX_SECONDS and 0 <= v.nanos < NANOS_PER_SECOND):
-        raise _Refuse("a timestamp outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999999Z")
-    return f'{{"$telo":"google.protobuf.Timestamp","value":"{v.to_text()}"}}'
+        raise Refusal("a timestamp outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59.999999999Z")
+    return v.to_text()
 
 
-def _duration(v: Duration) -> str:
+def _duration_payload(v: Duration) -> str:
     try:
         Duration(v.seconds, v.nanos)  # re-validate (range, sign of nanos), for the same reason
     except (TypeError, ValueError) as err:
-        raise _Refuse(f"a duration outside the CEL range: {err}") from None
-    return f'{{"$telo":"google.protobuf.Duration","value":"{v.to_text()}"}}'
+        raise Refusal(f"a duration outside the CEL range: {err}") from None
+    return v.to_text()
 
 
-def _url(v: Url) -> str:
-    # A value type declaring members carries its own CEL type: tagged, payload its plain encoding (§6.1).
-    return f'{{"$telo":"Telo.Url","value":{_esc(v.to_text())}}}'
-
-
-_SCALARS: Final[dict[type, Callable[[Any], str]]] = {
-    int: _int,
-    Uint: _uint,
-    bytes: _bytes,
-    Timestamp: _timestamp,
-    Duration: _duration,
-    Url: _url,
+#: The scalars that are always tagged (§6.1, §6.3): exact type -> (tag, payload text). Telo.Url is a value
+#: type declaring members, so it carries its own CEL type as its tag, its payload its plain encoding.
+TAGGED_SCALARS: Final[dict[type, tuple[str, Callable[[Any], str]]]] = {
+    int: ("int", _int_payload),
+    Uint: ("uint", _int_repr),
+    bytes: ("bytes", _bytes_payload),
+    Timestamp: ("google.protobuf.Timestamp", _timestamp_payload),
+    Duration: ("google.protobuf.Duration", _duration_payload),
+    Url: ("Telo.Url", Url.to_text),
 }
 
 
 def _value(v: Any, depth: int) -> str:
     t = type(v)
     if t is str:
-        if not v.isascii() and _surrogate(v):
-            raise _Refuse(_NOT_TEXT)
+        if not v.isascii() and surrogate(v):
+            raise Refusal(NOT_TEXT)
         return _esc(v)
     if t is float:
         return _double(v)
@@ -341,12 +394,12 @@ def _value(v: Any, depth: int) -> str:
         return "null"
     if t is bool:
         return "true" if v else "false"
-    writer = _SCALARS.get(t)
-    if writer is not None:
-        return writer(v)
+    tagged = TAGGED_SCALARS.get(t)
+    if tagged is not None:
+        return f'{{"$telo":"{tagged[0]}","value":{_esc(tagged[1](v))}}}'
     if t is CelMap:
         return _map(v.pairs(), depth + 1)
-    raise _Refuse(f"a value of no CEL type: {t.__module__}.{t.__qualname__}")
+    raise Refusal(f"a value of no CEL type: {t.__module__}.{t.__qualname__}")
 
 
 # --- diagnosis of a refusal for depth --------------------------------------------------------------------
@@ -357,9 +410,9 @@ def _children(node: Any) -> list[tuple[str | int, object]] | None:
     if t is list:
         return list(enumerate(node))
     if t is dict:
-        return [(_key_segment(k), v) for k, v in node.items()]
+        return [(key_segment(k), v) for k, v in node.items()]
     if t is CelMap:
-        return [(_key_segment(k), v) for k, v in node.pairs()]
+        return [(key_segment(k), v) for k, v in node.pairs()]
     return None
 
 
