@@ -170,6 +170,37 @@ def _containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 values = st.recursive(scalars, _containers, max_leaves=25)
 
 
+class FloatSubclass(float):
+    pass
+
+
+_surrogate_texts = st.tuples(st.text(max_size=2), st.integers(0xD800, 0xDFFF), st.text(max_size=2)).map(
+    lambda t: t[0] + chr(t[1]) + t[2]
+)
+# Values outside the domain, for checking that both writers refuse them alike.
+junk = st.one_of(
+    st.sampled_from([(), (1,), object, len, 1j, bytearray(b"x")]),
+    st.integers(min_value=2**63).map(lambda n: n * st_sign(n)),
+    _surrogate_texts,
+    st.floats().map(FloatSubclass),
+)
+junk_keys = st.one_of(map_keys, _surrogate_texts, st.just(1.5), st.just(None), st.integers(min_value=2**63))
+
+
+def st_sign(n: int) -> int:
+    return -1 if n % 2 else 1
+
+
+def _junk_containers(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(
+        _containers(children),
+        st.dictionaries(junk_keys, children, max_size=4),
+    )
+
+
+values_and_junk = st.recursive(st.one_of(scalars, junk), _junk_containers, max_leaves=20)
+
+
 def _json_like(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     tags = st.sampled_from(
         ["int", "uint", "double", "bytes", "map", "google.protobuf.Timestamp", "google.protobuf.Duration",

@@ -250,3 +250,26 @@ def test_double_text_is_ecmascript_number_to_string(x: float, text: str) -> None
     assert double_text(x) == text
     if not (x == 0 and math.copysign(1, x) < 0):
         assert encode_frame(x) == text
+
+
+class _Key(enum.StrEnum):
+    a = "a"
+
+
+def test_a_key_equal_to_a_known_key_but_not_a_str_is_still_refused() -> None:
+    # The writers remember the shapes of dicts they have written; a key that merely EQUALS a remembered one
+    # (a str subclass, a StrEnum member) must not pass for it.
+    assert encode_frame({"a": 1.0}) == '{"a":1}'
+    assert _refused_at({_Str("a"): 1.0}) == "/a"
+    assert _refused_at([{_Key.a: 1.0}]) == "/0/a"
+
+
+def test_writing_never_changes_the_value() -> None:
+    value = {"n": 2, "x": 2.0, "items": [1, 2.5, {"u": Uint(3)}], "m": {1: [1.0]}}
+    before = repr(value)
+    assert encode_frame(value) == (
+        '{"items":[{"$telo":"int","value":"1"},2.5,{"u":{"$telo":"uint","value":"3"}}],'
+        '"m":{"$telo":"map","value":[[{"$telo":"int","value":"1"},[1]]]},"n":{"$telo":"int","value":"2"},"x":2}'
+    )
+    assert repr(value) == before
+    assert type(value["x"]) is float

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from telo.errors import TypedFrameUndecodable
-from telo.values import CelMap, Uint, decode_frame, encode_frame, equal
+from telo.errors import TypedFrameUndecodable, TypedFrameUnencodable
+from telo.values import CelMap, Uint, canonical, decode_frame, encode_frame, equal, fastwrite
 
-from .conftest import json_values, to_notation, values
+from .conftest import json_values, to_notation, values, values_and_junk
 
 # Modest budgets: the whole module runs in a few seconds. The recursive strategy's repr grows with its depth,
 # which hypothesis warns about; it costs nothing here.
@@ -86,3 +86,19 @@ def test_damaged_frames_are_read_or_refused(value: Any, data: st.DataObject) -> 
     j = data.draw(st.integers(i, min(len(frame), i + 3)))
     filler = data.draw(st.sampled_from(["", '"', "{", "}", "[", "]", ",", ":", "0", "\\u", "$telo", "e9"]))
     _read_or_refuse(frame[:i] + filler + frame[j:])
+
+
+def _outcome(write: Any, value: Any) -> tuple[str, str]:
+    try:
+        return "frame", write(value)
+    except TypedFrameUnencodable as err:
+        return "refused " + err.path, err.message
+
+
+@_FEWER
+@given(values_and_junk)
+@example([1e-5, 1e-7, 1e21, 1e20, 2.0**60, -0.0, float("inf")])  # the fast path's fallbacks and tags
+@example({"\U0001f600": 1.0, "\uff5a": 2.0})  # code point order is not UTF-16 order: fallback
+@example({"a": [object()], "b": 1e-7})
+def test_the_fast_writer_writes_and_refuses_exactly_as_the_reference_writer(value: Any) -> None:
+    assert _outcome(fastwrite.encode_frame, value) == _outcome(canonical.encode_frame, value)

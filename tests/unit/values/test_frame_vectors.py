@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from telo.errors import TypedFrameUndecodable
-from telo.values import decode_frame, encode_frame, equal
+from telo.values import canonical, decode_frame, encode_frame, equal
 
 from .conftest import from_notation, to_notation, vectors
 
@@ -29,7 +29,9 @@ def test_the_file_carries_every_table() -> None:
 
 @pytest.mark.parametrize("row", ENCODABLE, ids=_ids(ENCODABLE))
 def test_encodable_value_writes_exactly_its_frame(row: dict[str, Any]) -> None:
-    assert encode_frame(from_notation(row["value"])) == row["frame"]
+    value = from_notation(row["value"])
+    assert encode_frame(value) == row["frame"]
+    assert canonical.encode_frame(value) == row["frame"]  # the reference writer behind the fast path
 
 
 @pytest.mark.parametrize("row", ENCODABLE, ids=_ids(ENCODABLE))
@@ -59,6 +61,8 @@ def test_readable_frame_reads_as_its_value_and_is_written_canonically(row: dict[
 def test_double_writes_exactly_and_reads_back_bit_identically(bits: str, text: str) -> None:
     (x,) = struct.unpack(">d", bytes.fromhex(bits))
     assert encode_frame(x) == text
+    assert encode_frame([x]) == f"[{text}]"  # in a container, too: the writers inline their scalars
+    assert canonical.encode_frame({"x": x}) == f'{{"x":{text}}}'
     back = decode_frame(text)
     assert type(back) is float
     assert struct.pack(">d", back) == bytes.fromhex(bits)
