@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import fields
@@ -54,9 +54,9 @@ from telo.journal.sqlite_schema import (
     create_schema,
     entry_from_row,
     error_json,
+    json_text,
     reasons_json,
     record_from_row,
-    target_json,
 )
 from telo.journal.sqlite_tx import AMBIENT, SAVEPOINTS, Pool, SqliteTransaction, finish
 from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
@@ -101,6 +101,7 @@ class SqliteStore(Store):
             raise
         self._writer = GroupCommitWriter(conn, f"telo-sqlite-writer:{os.path.basename(self.path)}")
         # The pool must not reference self, or the finalizer below would keep the store alive forever.
+        self._targets: dict[tuple[tuple[str, str], ...], str] = {}
         self._pool = Pool(partial(connect, self.path, synchronous=self.synchronous,
                                    busy_timeout_ms=busy_timeout_ms))
         # A store dropped without close() still stops its thread and closes its connections.
@@ -148,26 +149,30 @@ class SqliteStore(Store):
             )
         return self._writer.call(fn, isolated=isolated)
 
-    def _entry_write(self, fn: Op[T], *, isolated: bool) -> Future[T]:
-        """An entry write: joins the ambient transaction if there is one, else goes to the group commit."""
-        tx = self._ambient()
-        if tx is None:
-            return self._writer.submit(fn, isolated=isolated)
-        done: Future[T] = Future()
+    def _in_transaction(self, tx: SqliteTransaction, fn: Op[T]) -> T:
+        """Run an entry write on the ambient transaction's connection, undoing only it should it raise."""
         with tx.lock:
             conn = tx.connection
-            conn.execute("SAVEPOINT entry")  # an op that raises leaves the caller's transaction as it was
+            conn.execute("SAVEPOINT entry")
             try:
                 result = fn(conn)
-            except BaseException as exc:
+            except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK TO entry")
                     conn.execute("RELEASE entry")
-                done.set_exception(exc)
-                return done
+                raise
             conn.execute("RELEASE entry")
-        done.set_result(result)
-        return done
+            return result
+
+    def _entry_write(self, fn: Op[T], *, isolated: bool = False) -> T:
+        """An entry write: joins the ambient transaction if there is one, else goes to the group commit.
+
+        An append needs no SAVEPOINT in a batch: it writes with one statement, all or nothing.
+        """
+        tx = self._ambient()
+        if tx is not None:
+            return self._in_transaction(tx, fn)
+        return self._writer.call(fn, isolated=isolated)
 
     # --- runs ----------------------------------------------------------------------------------------------
 
@@ -306,7 +311,7 @@ class SqliteStore(Store):
     # --- entries -------------------------------------------------------------------------------------------
 
     def append(self, run: str, entry: Entry) -> Entry:
-        return self.submit_append(run, entry).result()
+        return self._entry_write(self._append_op(run, entry))
 
     def submit_append(self, run: str, entry: Entry) -> Future[Entry]:
         """:meth:`append` without blocking: the future resolves (after the durable COMMIT) to the stored entry.
@@ -314,32 +319,54 @@ class SqliteStore(Store):
         For asyncio callers: ``await asyncio.wrap_future(store.submit_append(run, entry))`` needs no thread
         per call. Inside an ambient transaction the append runs at once and the future is already done.
         """
+        op = self._append_op(run, entry)
+        tx = self._ambient()
+        if tx is None:
+            return self._writer.submit(op, isolated=False)
+        done: Future[Entry] = Future()
+        try:
+            done.set_result(self._in_transaction(tx, op))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def _append_op(self, run: str, entry: Entry) -> Op[Entry]:
         sql = self._sql
-        row = [run, entry.path, 0, entry.kind, entry.decision, target_json(entry.target), entry.value, entry.v]
+        params = (run, entry.path, entry.kind, entry.decision, self._target_json(entry.target), entry.value,
+                  entry.v)
 
         def op(conn: sqlite3.Connection) -> Entry:
-            # Bump the run's counter first: it is the existence check and the new seq in one statement.
-            # A seq burnt by a losing writer leaves a gap, which "strictly increasing" allows.
-            got = conn.execute(sql.bump_seq, (run,)).fetchone()
-            if got is None:
-                raise unknown_run(run)
-            row[2] = got[0]
-            if conn.execute(sql.insert_entry, row).rowcount == 1:
-                return entry.with_seq(got[0])
+            got = conn.execute(sql.append, params).fetchone()
+            if got is not None:  # the fast path: stored, seq assigned, run known — one statement
+                e = entry
+                return Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, got[0])
             # First writer wins (reference §7): the path already has an entry — possibly written earlier in
             # this very batch — and that stored entry is the answer.
             stored = conn.execute(sql.select_entry, (run, entry.path)).fetchone()
-            if stored is None:
-                raise JournalCorrupt(
-                    ERR_DURABLE_JOURNAL_CORRUPT,
-                    f"the SQLite journal refused entry {entry.path!r} of run {run!r} but holds none there",
-                    hint="inspect the journal with `telo runs journal`",
-                    data={"run": run, "path": entry.path},
-                )
-            return entry_from_row(stored)
+            if stored is not None:
+                return entry_from_row(stored)
+            if conn.execute(sql.run_exists, (run,)).fetchone() is None:
+                raise unknown_run(run)
+            raise JournalCorrupt(
+                ERR_DURABLE_JOURNAL_CORRUPT,
+                f"the SQLite journal refused entry {entry.path!r} of run {run!r} but holds none there",
+                hint="inspect the journal with `telo runs journal`",
+                data={"run": run, "path": entry.path},
+            )
 
-        # No SAVEPOINT: each statement leaves a consistent journal should the next one fail.
-        return self._entry_write(op, isolated=False)
+        return op
+
+    def _target_json(self, target: Mapping[str, str] | None) -> str | None:
+        # A run journals the same few targets over and over: encode each once.
+        if target is None:
+            return None
+        key = tuple(target.items())
+        text = self._targets.get(key)
+        if text is None:
+            if len(self._targets) >= 4096:
+                self._targets.clear()
+            text = self._targets[key] = json_text(dict(target))
+        return text
 
     def read_entries(self, run: str) -> list[Entry]:
         stmt = self._sql.select_entries
@@ -347,9 +374,14 @@ class SqliteStore(Store):
         return [entry_from_row(r) for r in rows]
 
     def truncate_before(self, run: str, seq: int) -> int:
-        stmt = self._sql.truncate
-        fut = self._entry_write(lambda conn: conn.execute(stmt, (run, seq)).rowcount, isolated=False)
-        return fut.result()
+        sql = self._sql
+
+        def op(conn: sqlite3.Connection) -> int:
+            # Remember the greatest seq being deleted, so later appends never reuse a number.
+            conn.execute(sql.raise_floor, (run, seq))
+            return int(conn.execute(sql.truncate, (run, seq)).rowcount)
+
+        return self._entry_write(op, isolated=True)
 
     # --- transactions ----------------------------------------------------------------------------------
 

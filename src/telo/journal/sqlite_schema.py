@@ -4,10 +4,12 @@ The SQLite journal keeps the PostgreSQL journal's two tables — same names ``<p
 ``<prefix>_entries``, same columns, same indexes — so a journal moves between the two by copying rows, and
 one reader understands both. telo's extension columns (``parked_reason``, ``parked_at``, ``manifest_digest``,
 ``digest_scope``, ``workflow``, ``created_at``, ``updated_at``, ``epoch``) are nullable like in PostgreSQL.
-One column is SQLite's own: ``last_seq``, the run's entry counter. PostgreSQL numbers entries with a
-BIGSERIAL; here the writer bumps ``last_seq`` on the run row inside the appending transaction, which keeps
-``seq`` strictly increasing per run even after compaction deleted the newest entries (``max(seq)+1`` would
-reuse numbers then) and doubles as the "does this run exist" check, so an append needs no SELECT.
+One column is SQLite's own: ``last_seq``, the run's seq floor. PostgreSQL numbers entries with one
+BIGSERIAL; here an append numbers its entry ``max(run's greatest seq, last_seq) + 1`` inside the write
+transaction — one ``INSERT … SELECT … FROM runs`` that also checks the run exists and hands the seq back
+through ``RETURNING``, so the fast path is one statement and writes no run row. ``truncate_before`` raises
+``last_seq`` to the greatest seq it saw before deleting, so numbers are never reused after compaction and
+``seq`` stays strictly increasing per run.
 
 The schema version lives in ``PRAGMA user_version`` (a future migration reads it); tables and indexes are
 created with ``IF NOT EXISTS`` inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once
@@ -84,7 +86,8 @@ RECORD_SELECT: Final = (
 ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq"
 
 
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """Compact JSON, non-ASCII kept (what the PostgreSQL journal stores in its TEXT columns)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -97,8 +100,10 @@ class Sql:
     ddl: tuple[str, ...]
     admit: str
     select_run: str
-    bump_seq: str
-    insert_entry: str
+    append: str
+    insert_entry: str  # a row as given (tests writing legacy rows, the benchmark's raw loop)
+    run_exists: str
+    raise_floor: str
     select_entry: str
     select_entries: str
     truncate: str
@@ -154,9 +159,17 @@ class Sql:
             "manifest_digest, digest_scope, created_at, updated_at, epoch) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
             select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",
-            bump_seq=f"UPDATE {runs} SET last_seq = last_seq + 1 WHERE run = ? RETURNING last_seq",
+            # ?1 run, ?2 path, ?3 kind, ?4 decision, ?5 target, ?6 value, ?7 codec version
+            append=f"INSERT OR IGNORE INTO {entries} "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version) "
+            f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
+            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7 "
+            f"FROM {runs} r WHERE r.run = ?1 RETURNING seq",
             insert_entry=f"INSERT OR IGNORE INTO {entries} "
             "(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            run_exists=f"SELECT 1 FROM {runs} WHERE run = ?",
+            raise_floor=f"UPDATE {runs} SET last_seq = max(last_seq, ifnull((SELECT max(seq) FROM {entries} "
+            "WHERE run = ?1 AND seq < ?2), 0)) WHERE run = ?1",
             select_entry=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? AND path = ?",
             select_entries=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? ORDER BY seq",
             truncate=f"DELETE FROM {entries} WHERE run = ? AND seq < ?",
@@ -330,17 +343,13 @@ def entry_from_row(row: Sequence[Any]) -> Entry:
     return Entry(path, kind, value, v, decision, None if target is None else json.loads(target), seq)
 
 
-def target_json(target: Mapping[str, str] | None) -> str | None:
-    return None if target is None else _json(dict(target))
-
-
 def error_json(error: Mapping[str, Any] | None) -> str | None:
     # rules.settled keeps an error only when it is non-empty; so do we.
-    return _json(dict(error)) if error else None
+    return json_text(dict(error)) if error else None
 
 
 def reasons_json(reasons: Sequence[str] | None) -> str | None:
-    return None if reasons is None else _json(list(reasons))
+    return None if reasons is None else json_text(list(reasons))
 
 
 def columns_for(name: str, value: Any) -> list[tuple[str, Any]]:
@@ -356,7 +365,7 @@ def columns_for(name: str, value: Any) -> list[tuple[str, Any]]:
         c: Claim | None = value
         return [("claim_holder", None if c is None else c.holder), ("claim_until", None if c is None else c.until)]
     if name == "error":
-        return [("error", None if value is None else _json(dict(value)))]
+        return [("error", None if value is None else json_text(dict(value)))]
     if name == "collapse_reasons":
         return [("collapse_reasons", reasons_json(value))]
     if name == "inputs_v":

@@ -1,0 +1,3 @@
+from telo.cli import main
+
+main()

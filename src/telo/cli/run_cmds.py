@@ -1,0 +1,140 @@
+"""``telo run``, ``telo check``, ``telo test`` (issue: manifests, CEL and the step engine)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import click
+
+from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli
+from telo.errors import TeloError
+
+
+def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--input k=v``: ``v`` is read as JSON when it is JSON (numbers, booleans, objects), else as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--input")
+        try:
+            from telo.values import from_plain
+
+            out[key] = from_plain(json.loads(raw), {})
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def print_diagnostics(diagnostics: Sequence[Any]) -> None:
+    for d in diagnostics:
+        click.echo(str(d), err=True)
+
+
+@cli.command("run")
+@click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+@click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE", help="An input for the targets (JSON or text).")
+@click.option("--json", "as_json", is_flag=True, help="Print the targets' results as JSON.")
+def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool) -> None:
+    """Run a manifest's targets; durable runs it starts are awaited until they settle or park."""
+    from telo.manifest import ManifestLoadError
+    from telo.runtime.app import Application
+    from telo.values import to_plain
+
+    try:
+        app = Application.load(manifest)
+    except ManifestLoadError as exc:
+        print_diagnostics(exc.diagnostics)
+        click.echo(f"error: {exc.code}: {manifest} has {len(exc.diagnostics)} problem(s); nothing was run", err=True)
+        sys.exit(EXIT_ERROR)
+    app.inputs = parse_inputs(inputs)
+    try:
+        code = asyncio.run(app.main())
+    except TeloError as exc:
+        click.echo(f"error: {exc.code}: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(json.dumps({k: to_plain(v) for k, v in app.target_results.items()}, ensure_ascii=False))
+    sys.exit(code)
+
+
+@cli.command("check")
+@click.argument("manifests", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print diagnostics as JSON.")
+def check_command(manifests: tuple[str, ...], as_json: bool) -> None:
+    """Load and statically check manifests; print every diagnostic with its file:line:col."""
+    from telo.analysis import check
+
+    all_diags = []
+    for m in manifests:
+        all_diags.extend(check(m))
+    errors = [d for d in all_diags if d.severity == "error"]
+    if as_json:
+        click.echo(json.dumps([d.to_dict() for d in all_diags], ensure_ascii=False))
+    else:
+        for d in all_diags:
+            click.echo(str(d))
+        click.echo(f"{len(errors)} error(s), {len(all_diags) - len(errors)} warning(s) in {len(manifests)} manifest(s)")
+    sys.exit(EXIT_FAILED if errors else 0)
+
+
+def discover(paths: Sequence[str]) -> list[Path]:
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found.extend(sorted(x for x in p.rglob("*.yaml") if "__fixtures__" not in x.parts))
+        else:
+            found.append(p)
+    return found
+
+
+def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
+    start = time.monotonic()
+    env = dict(os.environ)
+    for name in (".env", ".env.local"):  # reference §14: .env, then .env.local, then the host environment
+        env_file = manifest.parent / name
+        if env_file.is_file():
+            for line in env_file.read_text().splitlines():
+                k, sep, v = line.partition("=")
+                if sep and k.strip() and not line.lstrip().startswith("#"):
+                    env.setdefault(k.strip(), v.strip())
+    try:
+        proc = subprocess.run([sys.executable, "-m", "telo", "run", str(manifest)], capture_output=True, text=True,
+                              timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+        return manifest, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return manifest, -1, out + f"\n(timed out after {timeout:g} s)", time.monotonic() - start
+
+
+@cli.command("test")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--concurrency", default=3, show_default=True, help="Manifests run at once.")
+@click.option("--filter", "filter_", default=None, help="Only manifests whose path contains this text.")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds before a manifest counts as failed.")
+def test_command(paths: tuple[str, ...], concurrency: int, filter_: str | None, timeout: float) -> None:
+    """Run each test manifest in a fresh child process; a manifest passes iff it exits 0."""
+    manifests = [m for m in discover(paths) if filter_ is None or filter_ in str(m)]
+    passed = failed = 0
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for manifest, code, output, seconds in pool.map(lambda m: _run_one(m, timeout), manifests):
+            if code == 0:
+                passed += 1
+                click.echo(f"PASS {manifest} ({seconds:.1f} s)")
+            else:
+                failed += 1
+                click.echo(f"FAIL {manifest} (exit {code}, {seconds:.1f} s)")
+                click.echo("\n".join("    " + line for line in output.rstrip().splitlines()[-30:]))
+    click.echo(f"{passed} passed, {failed} failed")
+    sys.exit(EXIT_FAILED if failed or not manifests else 0)

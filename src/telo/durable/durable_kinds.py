@@ -1,0 +1,101 @@
+"""The ``durable`` module's kinds (reference §5): ``Idempotent``, ``Sleep``, ``Await``, ``Value``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from telo.durable.addressing import duration_ms, instant_ms
+from telo.durable.waits import await_delivery, pinned_value, sleep
+from telo.engine.context import derive, entered
+from telo.engine.interpreter import run_steps
+from telo.engine.steps import Evaluable, compile_steps
+from telo.engine.zones import IDEMPOTENT, Zone
+from telo.errors import TeloError
+from telo.runtime.contracts import contract_for
+from telo.runtime.resource import Resource
+
+IDEMPOTENT_REASON = ("the author asserts re-running this region is observably a no-op; this resource's `reason:` "
+                     "states why")
+
+
+class _Durable(Resource):
+    def _ev(self, key: str) -> Evaluable | None:
+        node = self.config.get(key)
+        return None if node is None else self.app.compiler.value(node, where=f"{self.kind} {self.name!r}.{key}")
+
+    def _scope(self, inputs: Any) -> dict[str, Any]:
+        return {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
+
+
+class Idempotent(_Durable):
+    """A region whose re-running is a no-op by the author's written word: it collapses to one entry (§8.1)."""
+
+    kind = "Durable.Idempotent"
+
+    async def init(self) -> None:
+        reason = self.config.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise TeloError("ERR_MANIFEST_VALIDATION_FAILED",
+                            f"Durable.Idempotent {self.name!r} needs a prose `reason`")
+        self.steps = compile_steps(self.config.get("steps", []), self.app.compiler,
+                                   where=f"{self.kind} {self.name!r}.steps")
+        self.inputs = self._ev("inputs")
+
+    def snapshot(self) -> Any:
+        return {"reason": self.config.get("reason")}
+
+    async def invoke(self, inputs: Any) -> Any:
+        body_inputs = self.inputs.evaluate(self._scope(inputs)) if self.inputs is not None else {}
+        zone = Zone(self.kind, {IDEMPOTENT: IDEMPOTENT_REASON}, resource=self.name)
+        scope: dict[str, Any] = {**self.app.module_scope(), "inputs": body_inputs, "steps": {}}
+        with entered(derive(zone=zone)):
+            await run_steps(self.steps, scope, self.app.services)
+        return {"steps": scope["steps"]}
+
+
+class Sleep(_Durable):
+    kind = "Durable.Sleep"
+
+    async def invoke(self, inputs: Any) -> Any:
+        scope = self._scope(inputs)
+        for_ev, until_ev = self._ev("for"), self._ev("until")
+        where = f"Durable.Sleep {self.name!r}"
+        for_ms = duration_ms(for_ev.evaluate(scope), f"{where}.for") if for_ev is not None else None
+        until_ms = (instant_ms(until_ev.evaluate(scope), "ERR_DURABLE_SLEEP_INVALID", f"{where}.until")
+                    if until_ev is not None else None)
+        return await sleep(self.name, for_ms=for_ms, until_ms=until_ms, clock=self.app.clock)
+
+
+class Await(_Durable):
+    kind = "Durable.Await"
+
+    async def init(self) -> None:
+        self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
+
+    async def invoke(self, inputs: Any) -> Any:
+        scope = self._scope(inputs)
+        token_ev = self._ev("token")
+        timeout = (inputs or {}).get("timeout") if isinstance(inputs, dict) else None
+        if timeout is None and self.config.get("timeout") is not None:
+            from telo.durable.journals import compile_time
+
+            timeout = compile_time(self.app, self.config["timeout"], f"{self.kind}.timeout")
+        return await await_delivery(
+            self.name,
+            token=(lambda: token_ev.evaluate(scope)) if token_ev is not None else None,
+            timeout_ms=duration_ms(timeout, f"Durable.Await {self.name!r}.timeout") if timeout is not None else None,
+            clock=self.app.clock,
+        )
+
+
+class Value(_Durable):
+    kind = "Durable.Value"
+
+    async def init(self) -> None:
+        self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
+
+    async def invoke(self, inputs: Any) -> Any:
+        ev = self._ev("value")
+        assert ev is not None, "the schema requires `value`"
+        scope = self._scope(inputs)
+        return await pinned_value(self.name, lambda: ev.evaluate(scope))

@@ -1,0 +1,90 @@
+"""The journal provider kinds: ``durable-journal-sqlite`` (the embedded default), ``-file`` and ``-postgres``
+(reference §7). Each opens its store once at init and hands it to the workflows that reference it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from telo.journal.store import Store
+from telo.runtime.resource import Resource
+
+if TYPE_CHECKING:
+    from telo.runtime.app import Application
+
+
+def compile_time(app: Application, value: Any, where: str) -> Any:
+    """A ``compile`` field (x-telo-eval): evaluated once at load against the module scope."""
+    return app.compiler.value(value, where=where).evaluate(app.module_scope())
+
+
+class Journal(Resource):
+    """Base of the journal kinds: ``store`` is the open store."""
+
+    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+        super().__init__(app, name, config, module)
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = self.open()
+        return self._store
+
+    def open(self) -> Store:
+        raise NotImplementedError
+
+    async def init(self) -> None:
+        _ = self.store
+
+    async def teardown(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _path(self, key: str) -> str:
+        raw = compile_time(self.app, self.config[key], f"{self.kind} {self.name!r}.{key}")
+        path = Path(str(raw)).expanduser()
+        return str(path if path.is_absolute() else self.app.base_dir / path)
+
+
+class SqliteJournal(Journal):
+    kind = "DurableJournalSqlite.Journal"
+
+    def open(self) -> Store:
+        from telo.journal.sqlite import SqliteStore
+
+        path = self._path("path")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return SqliteStore(path, synchronous=str(self.config.get("synchronous", "FULL")), clock=self.app.clock)
+
+    def snapshot(self) -> Any:
+        return {"path": self.config.get("path") if isinstance(self.config.get("path"), str) else None}
+
+
+class FileJournal(Journal):
+    kind = "DurableJournalFile.Journal"
+
+    def open(self) -> Store:
+        from telo.journal.file import FileStore
+
+        return FileStore(self._path("directory"), clock=self.app.clock)
+
+    def snapshot(self) -> Any:
+        return {"directory": self.config.get("directory") if isinstance(self.config.get("directory"), str) else None}
+
+
+class PostgresJournal(Journal):
+    kind = "DurableJournalPostgres.Journal"
+
+    def open(self) -> Store:
+        from telo.journal.postgres import PostgresStore
+
+        url = self.config.get("url")
+        if url is None and self.config.get("connection") is not None:
+            url = self.app.resource_for(self.config["connection"]).snapshot().get("url")
+        url = compile_time(self.app, url, f"{self.kind} {self.name!r}.url")
+        return PostgresStore(str(url), table=str(self.config.get("table", "telo_durable")),
+                             create_table=bool(self.config.get("createTable", True)),
+                             notify_channel=self.config.get("notifyChannel"), clock=self.app.clock)

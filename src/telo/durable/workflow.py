@@ -1,0 +1,231 @@
+"""``DurableLocal.Workflow`` and ``DurableLocal.Resumer`` (reference §6; spec §7).
+
+Starting a run admits it BEFORE anything executes, claims it, and starts the body detached under a hold,
+returning ``{runId, started, status}`` at once. Resubmitting an id attaches: a settled run answers with its
+outcome, a running or parked one is continued only if its claim is free (resume by resubmission) — a claim
+whose holder process died on this host is free at once. Unlike upstream (reference §15.6), a cancelled run
+stays cancelled and a scheduled run keeps its own inputs and due time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from telo.clock import uuid4
+from telo.durable.aio import AsyncStore
+from telo.durable.execute import Execution, WorkflowBody, execute_run
+from telo.durable.handle import sleep_until
+from telo.durable.journals import Journal
+from telo.engine.dispatch import InvokeError
+from telo.engine.steps import compile_steps
+from telo.errors import TeloError
+from telo.journal.claims import DEFAULT_TTL_MS, Holder
+from telo.journal.model import NO_VALUE, Admission
+from telo.runtime.resource import Resource
+
+if TYPE_CHECKING:
+    from telo.runtime.app import Application
+
+log = logging.getLogger("telo.durable")
+
+
+class Workflow(Resource):
+    kind = "DurableLocal.Workflow"
+
+    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+        super().__init__(app, name, config, module)
+        self.holder = Holder.for_this_process(f"workflow-{name}").to_text()
+        self.executions: dict[str, Execution] = {}
+
+    async def init(self) -> None:
+        c = self.app.compiler
+        where = f"{self.kind} {self.name!r}"
+        self.body = WorkflowBody(
+            self.name,
+            compile_steps(self.config.get("steps", []), c, where=f"{where}.steps"),
+            c.value(self.config["inputs"], where=f"{where}.inputs") if "inputs" in self.config else None,
+            self.app.module_scope,
+            self.kind,
+        )
+        self.run_id_ev = c.value(self.config["runId"], where=f"{where}.runId") if "runId" in self.config else None
+        self.on_conflict = str(self.config.get("onConflict", "attach"))
+
+    @property
+    def journal(self) -> Journal:
+        resource = self.app.resource_for(self.config["journal"])
+        assert isinstance(resource, Journal), "the schema requires a journal reference"
+        return resource
+
+    @property
+    def store(self) -> AsyncStore:
+        return AsyncStore(self.journal.store)
+
+    def run_id_for(self, inputs: Any) -> str:
+        if self.run_id_ev is None:
+            return f"{self.name}:{uuid4()}"
+        run_id = self.run_id_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
+        if not isinstance(run_id, str) or not run_id:
+            raise TeloError("ERR_DURABLE_RUN_ID_INVALID", f"{self.run_id_ev.where}: runId must be a non-empty string, "
+                            f"got {run_id!r}", data={"workflow": self.name})
+        return run_id
+
+    async def invoke(self, inputs: Any) -> Any:
+        inputs = inputs if inputs is not None else {}
+        run = self.run_id_for(inputs)
+        store = self.store
+        admitted = await store.admit(Admission(run, workflow=self.name))
+        clock = self.app.clock
+        if not admitted.admitted:
+            record = admitted.record
+            if self.on_conflict == "reject":
+                raise InvokeError("ERR_DURABLE_RUN_EXISTS", f"run {run!r} already exists ({record.status})",
+                                  hint="use onConflict: attach to attach to it", data={"run": run,
+                                                                                       "status": record.status})
+            if record.status == "completed":
+                result = record.decoded_result()
+                out: dict[str, Any] = {"runId": run, "attached": True, "status": "completed"}
+                if result is not NO_VALUE:
+                    out["result"] = result
+                return out
+            if record.status == "failed":
+                error = dict(record.error or {})
+                raise InvokeError(error.get("code") or "ERR_DURABLE_RUN_FAILED",
+                                  error.get("message") or f"run {run!r} failed", data={"run": run})
+            if record.status in ("cancelled", "scheduled"):
+                return {"runId": run, "attached": True, "status": record.status}
+            if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
+                return {"runId": run, "attached": True, "status": record.status}
+            self.app.hold(self.run_to_rest(run, inputs, self.holder))
+            return {"runId": run, "attached": True, "status": "running"}
+        if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
+            return {"runId": run, "attached": True, "status": "running"}
+        self.app.hold(self.run_to_rest(run, inputs, self.holder))
+        return {"runId": run, "started": True, "status": "running"}
+
+    async def run_to_rest(self, run: str, inputs: Any, holder: str) -> Execution:
+        """Execute, and while the run parks on TIME only (a durable sleep, a long retry backoff), wait in this
+        process and continue it — so ``telo run`` behaves like a script; ``kill -9`` during the wait loses
+        nothing, since the park is journaled and a worker or a rerun continues it. A run waiting for a
+        delivery leaves the process free to exit."""
+        store = self.store
+        while True:
+            try:
+                execution = await self.execute(run, inputs, holder)
+            except Exception:
+                log.exception("durable.run.crashed", extra={"durable.run": run})
+                raise
+            if execution.status != "parked":
+                return execution
+            record = await store.read_run(run)
+            if record is None or record.status != "parked" or record.parked is None \
+                    or record.parked.token is not None or record.due_at is None:
+                return execution
+            await sleep_until(self.app.clock, record.due_at)
+            if not await store.claim(run, holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
+                return execution  # a worker took it over meanwhile
+
+    async def execute(self, run: str, inputs: Any, holder: str) -> Execution:
+        """Continue ``run`` (claimed by ``holder``): the path shared by starts, resubmissions and resumers."""
+        store = self.store
+        record = await store.read_run(run)
+        if record is not None and record.status in ("scheduled", "parked"):
+            await store.update_run(run, status="running", parked=None, due_at=None)
+        execution = await execute_run(store, run, self.body, inputs, holder=holder, services=self.app.services,
+                                      clock=self.app.clock)
+        self.executions[run] = execution
+        if execution.status == "running":
+            await store.release(run, holder)
+        self.app.events.emit(f"{self.name}.Run{execution.status.capitalize()}",
+                             {"run": run, "status": execution.status, "replayedSteps": execution.replayed_steps})
+        return execution
+
+
+class Resumer(Resource):
+    """A service that sweeps due runs of one workflow, claims each, and continues it (reference §6)."""
+
+    kind = "DurableLocal.Resumer"
+    batch = 10
+
+    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+        super().__init__(app, name, config, module)
+        self.holder = Holder.for_this_process(f"resumer-{name}").to_text()
+        self.unreadable: set[str] = set()
+        self._wake = asyncio.Event()
+        self._stopped = False
+        self.resumed = 0
+
+    @property
+    def workflow(self) -> Workflow:
+        resource = self.app.resource_for(self.config["workflow"])
+        assert isinstance(resource, Workflow)
+        return resource
+
+    def interval_s(self) -> float:
+        from telo.values.plain import parse_cel_duration
+
+        raw = self.config.get("interval", "5s")
+        if isinstance(raw, int | float):
+            return float(raw) / 1000
+        return parse_cel_duration(str(raw)).total_nanos() / 1e9
+
+    async def run(self) -> None:
+        self.app.hold(self.loop())
+
+    async def loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        def woken(run: str) -> None:
+            loop.call_soon_threadsafe(self._wake.set)
+
+        unsubscribe = self.workflow.journal.store.subscribe_wake(woken)
+        try:
+            while not self._stopped:
+                await self.sweep()
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval_s())
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
+
+    async def sweep(self) -> int:
+        """One pass: claim and continue every due run; returns how many were continued."""
+        wf = self.workflow
+        store = wf.store
+        count = 0
+        try:
+            due = await store.due_runs(self.app.clock.now_ms(), self.batch + len(self.unreadable))
+        except TeloError:
+            log.warning("Could not look for interrupted runs", exc_info=True)
+            return 0
+        for run in due:
+            if run in self.unreadable or self._stopped:
+                continue
+            if not await store.claim(run, self.holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
+                continue
+            record = await store.read_run(run)
+            if record is None or (record.workflow is not None and record.workflow != wf.name):
+                await store.release(run, self.holder)
+                continue
+            try:
+                inputs = record.decoded_inputs()
+                execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, self.holder)
+            except TeloError as exc:
+                if exc.code in ("ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"):
+                    self.unreadable.add(run)
+                    log.error("Cannot read an interrupted run; this resumer skips it from now on",
+                              extra={"durable.run": run, "error.code": exc.code, "error.message": exc.message})
+                else:
+                    log.warning("A resumed run failed", extra={"durable.run": run}, exc_info=True)
+                continue
+            count += 1
+            self.resumed += 1
+            log.info("Resumed an interrupted run", extra={"durable.run": run, "durable.status": execution.status})
+        return count
+
+    async def teardown(self) -> None:
+        self._stopped = True
+        self._wake.set()

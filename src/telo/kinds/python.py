@@ -1,0 +1,98 @@
+"""``Python.Function``: an ordinary Python callable as a step target (issue: built-in kinds).
+
+``function: "package.module:attr"`` names a sync or async callable. It is called with the step's inputs as
+one dict, plus a :class:`~telo.runtime.resource.StepContext` (run id, step path, attempt, idempotency key)
+when it accepts a second parameter. Sync callables run in a worker thread so a slow effect never blocks the
+event loop. A result outside the CEL value domain is refused at once (``ERR_DURABLE_UNJOURNALABLE_VALUE``),
+in or out of a durable run, so a function that works undurably cannot break only once journaled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from telo.errors import TeloError, TypedFrameUnencodable
+from telo.runtime.resource import Resource, StepContext
+from telo.values import encode_frame
+
+if TYPE_CHECKING:
+    from telo.runtime.app import Application
+
+
+def import_callable(spec: str, *, search: Path | None = None, where: str = "") -> Callable[..., Any]:
+    """Import ``package.module:attr`` (``attr`` may be dotted); the manifest's directory is importable."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise TeloError("ERR_PYTHON_FUNCTION_INVALID", f"{where}: `function` must look like 'package.module:attr', "
+                        f"got {spec!r}", hint="e.g. function: shop.payments:charge")
+    if search is not None and str(search) not in sys.path:
+        sys.path.insert(0, str(search))
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TeloError("ERR_PYTHON_FUNCTION_NOT_FOUND", f"{where}: cannot import module {module_name!r}: {exc}",
+                        hint="the module must be importable from the manifest's directory or the environment") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise TeloError("ERR_PYTHON_FUNCTION_NOT_FOUND", f"{where}: module {module_name!r} has no {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TeloError("ERR_PYTHON_FUNCTION_INVALID", f"{where}: {spec!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def accepts_context(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+class PythonFunction(Resource):
+    kind = "Python.Function"
+
+    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+        super().__init__(app, name, config, module)
+        self.fn: Callable[..., Any] | None = None
+        self.idempotent = bool(config.get("idempotent", False))
+        self.on_unconfirmed = config.get("onUnconfirmed")
+
+    async def init(self) -> None:
+        self.fn = import_callable(str(self.config["function"]), search=self.app.base_dir,
+                                  where=f"Python.Function {self.name!r}")
+        self._with_context = accepts_context(self.fn)
+        self._is_async = inspect.iscoroutinefunction(self.fn)
+
+    async def invoke(self, inputs: Any) -> Any:
+        if self.fn is None:
+            await self.init()
+        assert self.fn is not None
+        args: tuple[Any, ...] = (inputs, StepContext.current()) if self._with_context else (inputs,)
+        if self._is_async:
+            result = await self.fn(*args)
+        else:
+            result = await asyncio.to_thread(self.fn, *args)
+            if inspect.isawaitable(result):
+                result = await result
+        check_domain(result, f"Python.Function {self.name!r}")
+        return result
+
+
+def check_domain(value: Any, where: str) -> None:
+    try:
+        encode_frame(value)
+    except TypedFrameUnencodable as exc:
+        raise TeloError(
+            "ERR_DURABLE_UNJOURNALABLE_VALUE",
+            f"{where} returned a value outside the CEL value domain: {exc.message}",
+            hint="return None, bool, int, float, str, bytes, list, dict, or telo.values types; not objects or tuples",
+            data={"valuePath": exc.path},
+        ) from exc

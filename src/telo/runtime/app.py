@@ -1,0 +1,160 @@
+"""An application: a loaded manifest brought to life (reference §1 "Boot order").
+
+Load → static checks (the manifest loader) → create every resource through its kind's controller →
+initialise in reference order → run targets sequentially → wait for holds (durable runs, resumers) →
+tear down. Every kind instance reaches shared services (events, clock, compiler) through its application.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.engine.dispatch import EventBus, dispatch
+from telo.engine.interpreter import Services, predicate, run_steps
+from telo.engine.steps import compile_steps
+from telo.errors import TeloError
+from telo.manifest import Cel, Manifest, Ref, ResourceDecl, Target, load_manifest
+from telo.runtime.compiler import Compiler
+from telo.runtime.resource import Resource, as_invocable
+
+log = logging.getLogger("telo.runtime")
+
+Controller = Callable[["Application", str, Mapping[str, Any], str | None], Resource]
+
+
+def controllers() -> Mapping[str, Controller]:
+    from telo.kinds.controllers import CONTROLLERS
+
+    return CONTROLLERS
+
+
+class Application:
+    def __init__(self, manifest: Manifest, *, clock: Clock = SYSTEM_CLOCK, services: Services | None = None) -> None:
+        self.manifest = manifest
+        self.clock = clock
+        self.events = EventBus()
+        self.services = services or Services(events=self.events, clock=clock)
+        self.services.events = self.events
+        self.base_dir = Path(manifest.source).resolve().parent
+        self.resources: dict[str, Resource] = {}
+        self.decls: dict[str, ResourceDecl] = {}
+        self.compiler = Compiler(self)
+        self.exit_code = 0
+        self._holds: set[asyncio.Future[Any]] = set()
+        self.target_results: dict[str, Any] = {}
+        self.inputs: dict[str, Any] = {}  # `telo run --input k=v`: the targets' inputs
+
+    @classmethod
+    def load(cls, source: str | Path, *, text: str | None = None, env: Mapping[str, str] | None = None,
+             clock: Clock = SYSTEM_CLOCK) -> Application:
+        from telo.analysis import cel_checker
+
+        return cls(load_manifest(source, text=text, env=env, cel_checker=cel_checker), clock=clock)
+
+    # --- resources ------------------------------------------------------------------------------------
+
+    def create_resources(self) -> None:
+        table = controllers()
+        for name, decl in self.manifest.resources.items():
+            factory = table.get(decl.kind)
+            if factory is None:
+                if decl.spec.capability in ("type", "abstract"):
+                    continue
+                raise TeloError("ERR_KIND_NOT_IMPLEMENTED", f"{decl.pos}: kind {decl.kind} is not implemented by "
+                                "telo-python yet", hint="see docs/kinds.md for the kinds telo ships")
+            self.decls[name] = decl
+            self.resources[name] = factory(self, name, decl.config, decl.module)
+
+    async def start(self) -> None:
+        self.create_resources()
+        for resource in self.resources.values():
+            await resource.init()
+
+    def resource_for(self, ref: Any, *, where: str = "") -> Resource:
+        if not isinstance(ref, Ref):
+            raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where}: expected `!ref <resource>`, got {ref!r}")
+        try:
+            decl = self.manifest.resolve(ref)
+        except KeyError:
+            raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where or ref.pos}: no resource {ref.text!r}",
+                            hint="declare it, or fix the reference") from None
+        resource = self.resources.get(decl.name)
+        if resource is None:
+            raise TeloError("ERR_RESOURCE_NOT_INVOKABLE", f"{where or ref.pos}: {ref.text!r} ({decl.kind}) cannot "
+                            "be dispatched", data={"resource": decl.name})
+        return resource
+
+    def module_scope(self) -> dict[str, Any]:
+        app = self.manifest.application
+        return {
+            "variables": dict(app.variables),
+            "secrets": dict(app.secrets),
+            "resources": {n: r.snapshot() for n, r in self.resources.items()},
+        }
+
+    # --- targets and holds ----------------------------------------------------------------------------
+
+    def hold(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
+        """Keep the process alive until ``awaitable`` settles (a durable run, a resumer)."""
+        fut = asyncio.ensure_future(awaitable)
+        self._holds.add(fut)
+        fut.add_done_callback(self._holds.discard)
+        return fut
+
+    async def wait_holds(self) -> None:
+        while self._holds:
+            await asyncio.gather(*list(self._holds), return_exceptions=True)
+
+    def request_exit(self, code: int) -> None:
+        self.exit_code = max(self.exit_code, code)
+
+    async def run_targets(self) -> None:
+        scope: dict[str, Any] = {**self.module_scope(), "inputs": self.inputs, "steps": {}}
+        for target in self.manifest.application.targets:
+            await self._run_target(target, scope)
+
+    async def _run_target(self, target: Target, scope: dict[str, Any]) -> None:
+        if target.form == "ref":
+            assert target.ref is not None
+            if target.when is not None and not self._when(target.when, scope, target):
+                return
+            resource = self.resource_for(target.ref)
+            run = getattr(resource, "run", None)
+            if run is not None:
+                await run()
+            else:
+                self.target_results[target.name] = await dispatch(as_invocable(resource), self.inputs,
+                                                                  events=self.events)
+            return
+        assert target.step is not None
+        steps = compile_steps([dict(target.step, name=target.name)], self.compiler, where=str(target.pos),
+                              field_name="targets")
+        await run_steps(steps, scope, self.services, "targets")
+        self.target_results[target.name] = scope["steps"].get(target.name, {}).get("result")
+
+    def _when(self, when: bool | Cel, scope: Mapping[str, Any], target: Target) -> bool:
+        if isinstance(when, bool):
+            return when
+        return predicate(self.compiler.value(when, where=str(target.pos)), scope, "when")
+
+    async def close(self) -> None:
+        for resource in reversed(list(self.resources.values())):
+            try:
+                await resource.teardown()
+            except Exception:
+                log.warning("teardown failed", extra={"resource": resource.name}, exc_info=True)
+
+    async def main(self) -> int:
+        """Boot, run the targets, wait for holds, tear down: what ``telo run`` does."""
+        try:
+            await self.start()
+            await self.run_targets()
+            await self.wait_holds()
+        finally:
+            await self.close()
+        return self.exit_code

@@ -1,0 +1,138 @@
+"""Manifest nodes → engine evaluables (the runtime's :class:`~telo.engine.steps.StepCompiler`).
+
+A configuration value is plain data with ``!cel`` / ``${{ }}`` leaves. Values without expressions compile to
+constants; others to a tree whose expression leaves are compiled CEL programs — compiled once, at load time,
+so a compile or type error is reported before anything runs, with its ``file:line:col``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from telo.errors import TeloError
+from telo.manifest import Cel, Ref, Template
+
+if TYPE_CHECKING:
+    from telo.runtime.app import Application
+
+Node = Callable[[Mapping[str, Any]], Any]
+
+
+def has_expressions(node: Any) -> bool:
+    if isinstance(node, Cel | Template):
+        return True
+    if isinstance(node, Mapping):
+        return any(has_expressions(v) for v in node.values())
+    if isinstance(node, list):
+        return any(has_expressions(v) for v in node)
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    value: Any
+    where: str
+
+    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Tree:
+    """A value template: literal structure with compiled expression leaves, evaluated leaf by leaf."""
+
+    fn: Node
+    where: str
+    deterministic: bool = True
+
+    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+        return self.fn(scope)
+
+
+def _template_text(value: Any) -> str:
+    from telo.values import to_plain
+
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    plain = to_plain(value)
+    if isinstance(plain, str):
+        return plain
+    import json
+
+    return json.dumps(plain, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTarget:
+    """An ``invoke:`` slot: resolved at DISPATCH, with-scoped names first (spec §5.3)."""
+
+    app: Application
+    ref: Ref
+    where: str
+
+    def resolve(self, scope: Mapping[str, Any]) -> Any:
+        return self.app.resource_for(self.ref, where=self.where)
+
+
+class Compiler:
+    """Compiles manifest nodes for one application (and its CEL environment)."""
+
+    def __init__(self, app: Application) -> None:
+        self.app = app
+        from telo.cel import CelEnvironment
+
+        self.env = CelEnvironment()
+
+    def cel(self, node: Cel) -> Node:
+        program = self.env.compile(node.text, source=node.pos.file, line=node.pos.line, column=node.pos.column)
+        clock = self.app.clock
+
+        def run(scope: Mapping[str, Any]) -> Any:
+            return program.evaluate(scope, clock=clock)
+
+        return run
+
+    def node(self, node: Any) -> Node:
+        if isinstance(node, Cel):
+            return self.cel(node)
+        if isinstance(node, Template):
+            parts: list[Node | str] = [self.cel(p) if isinstance(p, Cel) else p for p in node.parts]
+
+            def interpolate(scope: Mapping[str, Any]) -> Any:
+                return "".join(p if isinstance(p, str) else _template_text(p(scope)) for p in parts)
+
+            return interpolate
+        if isinstance(node, Mapping) and has_expressions(node):
+            items = [(k, self.node(v)) for k, v in node.items()]
+            return lambda scope: {k: f(scope) for k, f in items}
+        if isinstance(node, list) and has_expressions(node):
+            fns = [self.node(v) for v in node]
+            return lambda scope: [f(scope) for f in fns]
+        return _constant(node)
+
+    def value(self, node: Any, *, where: str) -> Any:
+        if not has_expressions(node):
+            return Constant(node, _where(node, where))
+        return Tree(self.node(node), _where(node, where))
+
+    def target(self, node: Any, *, where: str, step_path: Sequence[str | int], step_name: str) -> Any:
+        if isinstance(node, Ref):
+            return ResourceTarget(self.app, node, str(node.pos))
+        raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where}: `invoke` must be `!ref <resource>` or an inline resource",
+                        hint="write invoke: !ref myFunction")
+
+
+def _constant(value: Any) -> Node:
+    return lambda scope: value
+
+
+def _where(node: Any, fallback: str) -> str:
+    if isinstance(node, Cel | Template):
+        return str(node.pos)
+    return fallback

@@ -1,0 +1,70 @@
+"""``inputType`` / ``outputType`` contracts, validated with ``jsonschema`` at the dispatch chokepoint."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from telo.engine.dispatch import Contract
+from telo.errors import TeloError
+from telo.manifest import Ref
+
+if TYPE_CHECKING:
+    from telo.runtime.app import Application
+
+
+def schema_of(app: Application, node: Any) -> Mapping[str, Any] | None:
+    """The JSON schema a ``Telo.JsonSchema``/``Telo.Type`` reference (or an inline mapping) names."""
+    if node is None:
+        return None
+    if isinstance(node, Ref):
+        decl = app.manifest.resolve(node)
+        schema = decl.config.get("schema")
+        return schema if isinstance(schema, Mapping) else None
+    if isinstance(node, Mapping):
+        inner = node.get("schema")
+        return inner if isinstance(inner, Mapping) else node
+    return None
+
+
+def to_json_like(value: Any) -> Any:
+    """What jsonschema sees: the plain encoding, so ints stay integers and timestamps are RFC 3339 text."""
+    from telo.values import to_plain
+
+    return to_plain(value)
+
+
+class SchemaValidator:
+    def __init__(self, schema: Mapping[str, Any], code: str) -> None:
+        self.schema = schema
+        self.code = code
+        self._validator = jsonschema.Draft202012Validator(schema)
+
+    def validate(self, value: Any, *, where: str) -> Any:
+        value = self._fill_defaults(value)
+        errors = sorted(self._validator.iter_errors(to_json_like(value)), key=lambda e: list(e.path))
+        if errors:
+            details = "; ".join(f"{'/' + '/'.join(map(str, e.path)) if e.path else '/'}: {e.message}" for e in errors)
+            raise TeloError(self.code, f"{where} do not match the declared schema: {details}",
+                            hint="fix the values, or the declared inputType/outputType",
+                            data={"errors": [e.message for e in errors]})
+        return value
+
+    def _fill_defaults(self, value: Any) -> Any:
+        props = self.schema.get("properties")
+        if isinstance(value, dict) and isinstance(props, Mapping):
+            missing = {k: s["default"] for k, s in props.items()
+                       if k not in value and isinstance(s, Mapping) and "default" in s}
+            if missing:
+                return {**value, **missing}
+        return value
+
+
+def contract_for(app: Application, config: Mapping[str, Any]) -> Contract | None:
+    inputs, outputs = schema_of(app, config.get("inputType")), schema_of(app, config.get("outputType"))
+    if inputs is None and outputs is None:
+        return None
+    return Contract(SchemaValidator(inputs, "ERR_INPUT_INVALID") if inputs is not None else None,
+                    SchemaValidator(outputs, "ERR_OUTPUT_INVALID") if outputs is not None else None)
