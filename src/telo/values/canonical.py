@@ -1,20 +1,28 @@
-"""The typed-frame writer: one canonical text per CEL value (spec §6.1-§6.3).
+"""The reference typed-frame writer: one canonical text per CEL value (spec §6.1-§6.3).
 
-:func:`encode_frame` is the public entry point (re-exported by :mod:`telo.values.frame`). Dispatch is on the
-EXACT Python type (see :mod:`telo.values.types`): ``True`` is a bool, ``Uint(2)`` a uint, and a subclass of
-``dict``, ``list``, ``str`` or ``float`` — or a tuple — is not a CEL value and is refused, because it would
-read back as a different value (§6.1: "an instance of any other class").
+The public writer, ``telo.values.encode_frame``, is :mod:`telo.values.fastwrite`, which hands a prepared
+tree to json's C encoder and falls back to :func:`encode_frame` here for what that cannot write. This
+module also holds what both writers share, so they check the domain identically: the refusal signals, the
+map-key checks, the tagged-map ordering, the tagged scalars' payloads and the record-shape cache.
+
+Dispatch is on the EXACT Python type (see :mod:`telo.values.types`): ``True`` is a bool, ``Uint(2)`` a uint,
+and a subclass of ``dict``, ``list``, ``str``, ``int`` or ``float`` — or a tuple — is not a CEL value and is
+refused, because it would read back as a different value (§6.1: "an instance of any other class"). A
+:class:`~telo.values.types.CelMap` whose keys are all strings, none ``$telo``, is the same value as the dict
+and is written as a JSON object like it (§6.2: the host's representation never reaches the text).
 
 Paths of refusals are JSON Pointers inside the VALUE (§6.5): ``/<key>`` for a member of a map, ``/<index>``
 for a list element. A map key that is not a string is written in the pointer as its text: decimal for an
 int or uint (``/2``), ``true``/``false`` for a bool; a key of no CEL type as its ``repr``. Unpaired
-surrogates in a key are written as U+FFFD (§6.2), so a pointer is always Unicode text.
+surrogates in a key are written as U+FFFD (§6.2), so a pointer is always Unicode text. Members are checked
+in insertion order and list elements in index order, so a refusal names the first offending node as the
+value holds it; a value that contains itself is named where it recurs (``a = [a]`` refuses at ``/0``).
 
-Performance: this is the journal's hot path. Scalars inside containers are written inline (no call per
-node), the string escaping is CPython's C ``encode_basestring`` (which escapes exactly as §6.2 asks when
-``ensure_ascii`` is off), the surrogate check runs only on non-ASCII strings (``str.isascii`` is O(1)), and
-a refusal's path is assembled only when something is refused, by each container appending its own
-segment while the exception unwinds.
+Performance: scalars inside containers are written inline (no call per node), strings are escaped by
+CPython's C ``encode_basestring`` (exactly §6.2's escaping when ``ensure_ascii`` is off), the surrogate check
+runs only on non-ASCII strings (``str.isascii`` is O(1)), record shapes are cached, and a refusal's path is
+assembled only when something is refused, by each container appending its own segment while the exception
+unwinds.
 """
 
 from __future__ import annotations

@@ -159,6 +159,8 @@ class Duration:
         m = _DURATION_CANONICAL.fullmatch(text)
         if not m:
             raise ValueError(f"not a canonical duration: {text!r}")
+        if len(m.group(2)) > len(str(DURATION_MAX_SECONDS)):  # before int(): no 4300-digit conversion error
+            raise ValueError(f"duration beyond ±{DURATION_MAX_SECONDS} seconds: {text[:40]!r}")
         neg, whole, frac = m.group(1), int(m.group(2)), m.group(3) or ""
         if frac and frac.endswith("0"):
             raise ValueError(f"duration fraction has a trailing zero: {text!r}")
