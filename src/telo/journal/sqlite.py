@@ -119,6 +119,9 @@ class SqliteStore(Store):
         """Finish every queued write, stop the writer thread and close the connections. Idempotent."""
         self._finalizer()
 
+    def __enter__(self) -> SqliteStore:
+        return self
+
     # --- plumbing: where a call runs ---------------------------------------------------------------------
 
     def _ambient(self) -> SqliteTransaction | None:

@@ -97,6 +97,7 @@ class Sql:
 
     runs: str
     entries: str
+    index_names: tuple[str, ...]
     ddl: tuple[str, ...]
     admit: str
     select_run: str
@@ -154,6 +155,7 @@ class Sql:
         return cls(
             runs=runs,
             entries=entries,
+            index_names=tuple(f"{prefix}_runs_{n}_idx" for n in ("entries_seq", "parked_token", "due", "created")),
             ddl=ddl,
             admit=f"INSERT OR IGNORE INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, "
             "manifest_digest, digest_scope, created_at, updated_at, epoch) "
@@ -238,8 +240,10 @@ def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Con
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        # journal_mode is persistent in the file; setting it on an already-WAL file is a no-op.
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        # journal_mode is persistent in the file: set it only once (setting it takes a lock).
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalError(
                 "ERR_JOURNAL_CONFIG_INVALID",
@@ -282,18 +286,16 @@ def check_options(path: str, synchronous: str) -> str:
 
 
 def create_schema(conn: sqlite3.Connection, sql: Sql, path: str) -> None:
-    """Create the tables and indexes if missing, and record the schema version (see the module docstring)."""
+    """Create the tables and indexes if missing, and record the schema version (see the module docstring).
+
+    A journal that is already complete is only read: opening a store must not wait for the write lock,
+    which a running transaction may hold for a while.
+    """
+    if _schema_version(conn, path) == SCHEMA_VERSION and _complete(conn, sql):
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise JournalError(
-                "ERR_JOURNAL_SCHEMA_NEWER",
-                f"the SQLite journal {path!r} has schema version {version}; this telo knows up to "
-                f"{SCHEMA_VERSION}",
-                hint="upgrade telo to open this journal",
-                data={"path": path, "version": version},
-            )
+        version = _schema_version(conn, path)
         for stmt in sql.ddl:
             conn.execute(stmt)
         if version < SCHEMA_VERSION:
@@ -373,3 +375,21 @@ def columns_for(name: str, value: Any) -> list[tuple[str, Any]]:
     if name == "result_v":
         return [("result_codec_version", value)]
     return [(name, value)]
+
+
+def _schema_version(conn: sqlite3.Connection, path: str) -> int:
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise JournalError(
+            "ERR_JOURNAL_SCHEMA_NEWER",
+            f"the SQLite journal {path!r} has schema version {version}; this telo knows up to {SCHEMA_VERSION}",
+            hint="upgrade telo to open this journal",
+            data={"path": path, "version": version},
+        )
+    return version
+
+
+def _complete(conn: sqlite3.Connection, sql: Sql) -> bool:
+    wanted = {sql.runs, sql.entries, *sql.index_names}
+    found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
+    return wanted <= found
