@@ -7,6 +7,7 @@ store's appends and reads in that context (and in helper threads that copied it)
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from contextvars import ContextVar
 from itertools import count
 from typing import TYPE_CHECKING
 
-from telo.journal.sqlite_writer import closed_error
+from telo.journal.sqlite_writer import check_process, closed_error
 from telo.journal.store import StoreTransaction
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class SqliteTransaction(StoreTransaction):
 # The transactions open in this context, innermost last (a tuple: contexts copy it, never share it).
 AMBIENT: ContextVar[tuple[SqliteTransaction, ...]] = ContextVar("telo_sqlite_transactions", default=())
 SAVEPOINTS = count(1)
+# Idle connections kept for reuse; a burst of concurrent readers beyond this opens and closes extra ones.
+MAX_IDLE = 16
 
 
 class Pool:
@@ -44,6 +47,7 @@ class Pool:
 
     def __init__(self, make: Callable[[], sqlite3.Connection]) -> None:
         self._make = make
+        self._pid = os.getpid()
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -52,6 +56,7 @@ class Pool:
         with self._lock:
             if self._closed:
                 raise closed_error()
+            check_process(self._pid)
             if self._idle:
                 return self._idle.pop()
         return self._make()
@@ -64,7 +69,7 @@ class Pool:
                 conn.close()
                 return
         with self._lock:
-            if not self._closed:
+            if not self._closed and len(self._idle) < MAX_IDLE:
                 self._idle.append(conn)
                 return
         conn.close()

@@ -21,6 +21,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -52,7 +53,7 @@ class WriterStats:
 class _Op(Generic[T]):
     """One queued operation and how its caller learns the outcome: a Future, or (sync callers) a lock."""
 
-    __slots__ = ("fn", "future", "isolated", "ok", "value", "waiter")
+    __slots__ = ("fn", "future", "isolated", "ok", "resolved", "value", "waiter")
 
     def __init__(self, fn: Callable[[sqlite3.Connection], T], isolated: bool, future: Future[T] | None) -> None:
         self.fn = fn
@@ -61,6 +62,7 @@ class _Op(Generic[T]):
         # A pre-acquired lock the writer releases: half the cost of a Future's Condition for a blocked caller.
         self.waiter: threading.Lock | None = None
         self.ok = False
+        self.resolved = False
         self.value: Any = None
 
     def start(self) -> bool:
@@ -68,6 +70,7 @@ class _Op(Generic[T]):
         return self.future is None or self.future.set_running_or_notify_cancel()
 
     def resolve(self, ok: bool, value: Any) -> None:
+        self.resolved = True
         if self.future is not None:
             if ok:
                 self.future.set_result(value)
@@ -97,6 +100,17 @@ def closed_error() -> JournalError:
     )
 
 
+def check_process(pid: int) -> None:
+    """Refuse use in a forked child: the writer thread did not survive the fork, and SQLite connections
+    must not cross one."""
+    if os.getpid() != pid:
+        raise JournalError(
+            "ERR_JOURNAL_FORKED",
+            "this SQLite journal store was opened in a parent process and cannot be used after fork()",
+            hint="open the store in the child process (or use the spawn start method)",
+        )
+
+
 class GroupCommitWriter:
     """The writer of one store instance: a thread committing queued operations in batches.
 
@@ -116,6 +130,7 @@ class GroupCommitWriter:
         self._lock = threading.Lock()  # guards _closed against a concurrent enqueue
         self._closed = False
         self._inline = inline_when_idle
+        self._pid = os.getpid()
         self.stats = WriterStats()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -137,6 +152,7 @@ class GroupCommitWriter:
             try:
                 if self._closed:
                     raise closed_error()
+                check_process(self._pid)
                 self._run_batch([op])
                 self.stats.inline_commits += op.ok
             finally:
@@ -151,6 +167,7 @@ class GroupCommitWriter:
         with self._lock:
             if self._closed:
                 raise closed_error()
+            check_process(self._pid)
             self._queue.put(op)
 
     def close(self) -> None:
@@ -202,10 +219,24 @@ class GroupCommitWriter:
                 item.resolve(False, exc)
 
     def _run_batch(self, batch: list[_Op[Any]]) -> None:
-        conn = self._conn
         live = [op for op in batch if op.start()]
         if not live:
             return
+        try:
+            self._execute(live)
+        except BaseException as exc:
+            # An interrupt mid-batch (KeyboardInterrupt on an inline caller): leave no transaction open on the
+            # connection, and no caller waiting.
+            if self._conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+            for op in live:
+                if not op.resolved:
+                    op.resolve(False, exc)
+            raise
+
+    def _execute(self, live: list[_Op[Any]]) -> None:
+        conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:

@@ -400,9 +400,7 @@ def test_nested_transactions_are_savepoints(store: SqliteStore) -> None:
 def test_transactions_of_other_stores_and_threads(store: SqliteStore, path: str) -> None:
     _admit(store)
     with SqliteStore(path, table="other") as other, other.transaction() as tx:
-        assert not store.writes_inside(tx) and other.writes_inside(tx)
-        # not ambient for `store`: its append goes through its own writer... which waits for the lock
-        # `other` holds, so do it from another thread after the transaction ends.
+        assert not store.writes_inside(tx) and other.writes_inside(tx)  # another store's transaction
     seen: list[int] = []
     with store.transaction():
         t = threading.Thread(target=lambda: seen.append(len(store.read_entries("r1"))))
@@ -498,3 +496,35 @@ def test_close_drains_then_refuses(path: str) -> None:
     assert not store._writer._thread.is_alive()
     with SqliteStore(path) as again:
         assert len(again.read_entries("r1")) == 5
+
+
+def test_an_interrupt_mid_batch_leaves_the_store_usable(store: SqliteStore) -> None:
+    _admit(store)
+
+    def interrupted(conn: sqlite3.Connection) -> None:
+        conn.execute(f"UPDATE {store._sql.runs} SET workflow = 'half' WHERE run = 'r1'")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store._writer.call(interrupted)  # a lone caller: runs inline, on this thread
+    assert store.append("r1", Entry.decided("a", "value", 1)).path == "a"
+    rec = store.read_run("r1")
+    assert rec is not None and rec.workflow is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+def test_a_forked_child_is_refused_instead_of_hanging(store: SqliteStore) -> None:
+    _admit(store)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            store.append("r1", Entry.decided("child", "value", 1))
+        except JournalError as exc:
+            code = 0 if exc.code == "ERR_JOURNAL_FORKED" else 2
+        except BaseException:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert store.append("r1", Entry.decided("parent", "value", 1)).path == "parent"
