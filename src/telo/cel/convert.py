@@ -6,6 +6,8 @@ Into the library (:func:`to_lib`), per exact Python type:
 domain value        what the library is given, and why
 ==================  ==========================================================================================
 None/bool/float/str as is (an ``int`` is range-checked: the library would read 2**63 as a uint)
+str with a NUL      a ``google.protobuf.StringValue`` — trap (found here, not in cel-notes): a ``str`` is cut at
+                    its first NUL character like ``bytes``; the wrapper message carries it whole
 bytes               a ``bytearray`` copy — trap: ``bytes`` are cut at the first NUL byte
 Uint                a ``google.protobuf.UInt64Value`` (a plain int would read as ``int``)
 Timestamp/Duration  ``google.protobuf.Timestamp``/``Duration`` messages, nanoseconds exact — trap: the library
@@ -113,7 +115,7 @@ class _KeyMessage:
 
     __slots__ = ("DESCRIPTOR", "_identity", "_payload")
 
-    def __init__(self, descriptor: Any, payload: bytes, identity: tuple[str, int]) -> None:
+    def __init__(self, descriptor: Any, payload: bytes, identity: tuple[str, int | str]) -> None:
         self.DESCRIPTOR = descriptor
         self._payload = payload
         self._identity = identity
@@ -130,12 +132,16 @@ class _KeyMessage:
         return isinstance(other, _KeyMessage) and other._identity == self._identity
 
     def __repr__(self) -> str:
-        kind, number = self._identity
-        return f"{number}u" if kind == "uint" else repr(bool(number))
+        kind, key = self._identity
+        return f"{key}u" if kind == "uint" else repr(key) if kind == "str" else repr(bool(key))
 
 
 def _uint_key(n: int) -> _KeyMessage:
     return _KeyMessage(_lib.UINT64_DESCRIPTOR, _lib.UInt64Value(value=n).SerializeToString(), ("uint", n))
+
+
+def _string_key(s: str) -> _KeyMessage:
+    return _KeyMessage(_lib.STRING_DESCRIPTOR, _lib.StringValue(value=s).SerializeToString(), ("str", s))
 
 
 def _bool_key(b: bool) -> _KeyMessage:
@@ -148,6 +154,8 @@ def to_lib(value: Any) -> Any:
     if t is str:
         if not value.isascii():
             _check_text(value)
+        if "\x00" in value:
+            return _lib.StringValue(value=value)
         return value
     if t is bool or t is float or value is None:
         return value
@@ -158,7 +166,7 @@ def to_lib(value: Any) -> Any:
     if t is dict:
         out: dict[Any, Any] = {}
         for k, v in value.items():
-            if type(k) is not str:
+            if type(k) is not str or not k.isascii() or "\x00" in k:  # checked (and stood in for) the slow way
                 return _map_to_lib(list(value.items()))
             try:
                 out[k] = to_lib(v)
@@ -201,7 +209,7 @@ def _map_to_lib(pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
         if tk is str:
             if not k.isascii():
                 _check_text(k)
-            key = k
+            key = _string_key(k) if "\x00" in k else k
         elif tk is bool:
             key = _bool_key(k) if bools_apart else k
         elif tk is int:
@@ -321,7 +329,7 @@ def _timestamp_from_text(text: str) -> Timestamp:
 
 
 # Key tokens in a map's debug text: a quoted string (either quote, backslash escapes), true/false, or an integer
-# with an optional `u` (uint).
+# with an optional `u` (uint; printed signed by the library, see _read_key).
 _BOOL_OR_NUMBER_KEY: Final = re.compile(r"true|false|-?\d+u?")
 
 
@@ -384,8 +392,13 @@ def _read_key(text: str, pos: int, expected: Any) -> tuple[Any, int]:
         ok = type(expected) is bool and expected is key
     else:
         number = int(token.rstrip("u"))
-        key = Uint(number) if token.endswith("u") else number
-        ok = type(expected) is int and expected == number
+        if token.endswith("u"):
+            # The library prints a uint of 2**63 or more as its int64 bit pattern (-1u for 2**64-1).
+            ok = type(expected) is int and expected in (number, number + 2**64)
+            key = Uint(expected) if ok else None
+        else:
+            ok = type(expected) is int and expected == number
+            key = number
     return (key, m.end()) if ok else (None, -1)
 
 
