@@ -66,6 +66,9 @@ class _Walker:
         self.selects[name] = None
 
     def _field(self, name: str, field: str) -> None:
+        if not field.isascii() or "\x00" in field:  # a key only to_lib may pass to the library: read whole
+            self._whole(name)
+            return
         if name in self.selects:
             fields = self.selects[name]
             if fields is not None:

@@ -73,7 +73,8 @@ def _entry_lib(key: str, entry: _Lazy) -> Any:
 
 
 def _var(value: Any) -> _Lazy | _MapVar:
-    if type(value) is dict and all(type(k) is str for k in value):
+    # Only keys the library reads as plain str (see telo.cel.convert.to_lib) may be passed as they are.
+    if type(value) is dict and all(type(k) is str and k.isascii() and "\x00" not in k for k in value):
         return _MapVar({k: _Lazy(v) for k, v in value.items()})
     return _Lazy(value)
 
@@ -177,7 +178,7 @@ def library_data(scope: Mapping[str, Any], selects: Mapping[str, frozenset[str] 
             continue
         value = scope[name]
         try:
-            if fields is not None and type(value) is dict:
+            if fields is not None and type(value) is dict and all(k.isascii() for k in fields):
                 data[name] = {k: _keyed_lib(k, value[k]) for k in fields if k in value}
             else:
                 data[name] = to_lib(value)
