@@ -11,7 +11,7 @@ tmpfs: the point is a real fsync):
 
 Targets: one writer ≥ 0.70 x raw; 100 runs ≥ 3 x raw.
 
-    .venv/bin/python benchmarks/journal.py [--rows 3000] [--threads 100] [--per-thread 60] [--repeat 3]
+    .venv/bin/python benchmarks/journal.py [--rounds 15] [--rows 300] [--threads 100] [--per-thread 10]
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from telo.journal.model import Admission, Entry
@@ -36,109 +35,126 @@ TARGET_JSON = '{"kind":"Python.Function","name":"charge","module":"file:///app/o
 REPO = Path(__file__).resolve().parent.parent
 
 
-def raw_commits(path: str, rows: int) -> float:
-    """Rows per second with one durable COMMIT per row."""
-    sql = Sql.for_prefix("raw")
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    for stmt in sql.ddl[1:3]:  # the entries table and its seq index
-        conn.execute(stmt)
-    insert = sql.insert_entry
-    data = [("run-1", f"steps/s{i}", i + 1, "step", None, TARGET_JSON, VALUE, 2) for i in range(rows)]
-    start = time.perf_counter()
-    for row in data:
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute(insert, row)
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - start
-    conn.close()
-    return rows / elapsed
+class Raw:
+    """A plain sqlite3 connection: one INSERT + COMMIT per row."""
+
+    def __init__(self, path: str) -> None:
+        sql = Sql.for_prefix("raw")
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        for stmt in sql.ddl[1:3]:  # the entries table and its seq index
+            self.conn.execute(stmt)
+        self.insert = sql.insert_entry
+        self.n = 0
+
+    def chunk(self, rows: int) -> float:
+        """Rows per second over ``rows`` durable one-row commits."""
+        data = [("run-1", f"steps/s{self.n + i}", self.n + i + 1, "step", None, TARGET_JSON, VALUE, 2)
+                for i in range(rows)]
+        self.n += rows
+        conn, insert = self.conn, self.insert
+        start = time.perf_counter()
+        for row in data:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(insert, row)
+            conn.execute("COMMIT")
+        return rows / (time.perf_counter() - start)
 
 
-def _entries(n: int) -> list[Entry]:
-    return [Entry(f"steps/s{i}", "step", VALUE, 2, None, TARGET) for i in range(n)]
+class OneWriter:
+    """``SqliteStore.append`` from one thread, each append durable before the next."""
 
+    def __init__(self, path: str) -> None:
+        self.store = SqliteStore(path)
+        self.store.admit(Admission("run-1"))
+        self.n = 0
 
-def one_writer(path: str, rows: int) -> tuple[float, float]:
-    """Appends per second from one thread, and the mean batch size."""
-    with SqliteStore(path) as store:
-        store.admit(Admission("run-1"))
-        entries = _entries(rows)
-        before = store.stats.commits
+    def chunk(self, rows: int) -> tuple[float, int]:
+        entries = [Entry(f"steps/s{self.n + i}", "step", VALUE, 2, None, TARGET) for i in range(rows)]
+        self.n += rows
+        store, commits = self.store, self.store.stats.commits
         start = time.perf_counter()
         for e in entries:
             store.append("run-1", e)
-        elapsed = time.perf_counter() - start
-        return rows / elapsed, rows / (store.stats.commits - before)
+        return rows / (time.perf_counter() - start), store.stats.commits - commits
 
 
-def many_runs(path: str, threads: int, per_thread: int) -> tuple[float, float]:
-    """Appends per second with ``threads`` threads, each appending to its own run; and the mean batch size."""
-    with SqliteStore(path) as store:
+class ManyRuns:
+    """``threads`` threads, each appending to its own run; group commit shares the fsyncs."""
+
+    def __init__(self, path: str, threads: int) -> None:
+        self.store = SqliteStore(path)
+        self.threads = threads
         for t in range(threads):
-            store.admit(Admission(f"run-{t}"))
-        entries = _entries(per_thread)
-        gate = threading.Barrier(threads + 1)
+            self.store.admit(Admission(f"run-{t}"))
+        self.n = 0
 
-        def work(t: int) -> None:
-            run = f"run-{t}"
+    def chunk(self, per_thread: int) -> tuple[float, int]:
+        store = self.store
+        entries = [Entry(f"steps/s{self.n + i}", "step", VALUE, 2, None, TARGET) for i in range(per_thread)]
+        self.n += per_thread
+        gate = threading.Barrier(self.threads + 1)
+
+        def work(run: str) -> None:
             gate.wait()
             for e in entries:
                 store.append(run, e)
 
-        pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        pool = [threading.Thread(target=work, args=(f"run-{t}",)) for t in range(self.threads)]
         for th in pool:
             th.start()
-        before = store.stats.commits
+        commits = store.stats.commits
         gate.wait()
         start = time.perf_counter()
         for th in pool:
             th.join()
-        elapsed = time.perf_counter() - start
-        total = threads * per_thread
-        return total / elapsed, total / (store.stats.commits - before)
-
-
-def _fresh(directory: str, name: str) -> str:
-    path = os.path.join(directory, name)
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    return path
-
-
-def _median(fn: Callable[[], float], repeat: int) -> float:
-    return statistics.median(fn() for _ in range(repeat))
+        total = self.threads * per_thread
+        return total / (time.perf_counter() - start), store.stats.commits - commits
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=3000, help="rows for the raw loop and the one-writer run")
+    ap.add_argument("--rounds", type=int, default=15, help="rounds of (raw, one writer, many runs) chunks")
+    ap.add_argument("--rows", type=int, default=300, help="rows per round for raw and the one writer")
     ap.add_argument("--threads", type=int, default=100)
-    ap.add_argument("--per-thread", type=int, default=60)
-    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported")
+    ap.add_argument("--per-thread", type=int, default=10, help="appends per thread per round")
     ap.add_argument("--dir", default=str(REPO), help="where the temporary database files go (not tmpfs)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix=".bench-journal-", dir=args.dir) as d:
-        # Interleave the measurements so drift in the disk's speed affects all of them alike.
-        raw: list[float] = []
-        one: list[tuple[float, float]] = []
-        many: list[tuple[float, float]] = []
-        for _ in range(args.repeat):
-            raw.append(raw_commits(_fresh(d, "raw.db"), args.rows))
-            one.append(one_writer(_fresh(d, "one.db"), args.rows))
-            many.append(many_runs(_fresh(d, "many.db"), args.threads, args.per_thread))
-        raw_rate = statistics.median(raw)
-        one_rate = statistics.median(r for r, _ in one)
-        many_rate = statistics.median(r for r, _ in many)
-        print(f"sqlite {sqlite3.sqlite_version}, WAL, synchronous=FULL, files in {d}")
-        print(f"raw one-row commits      : {raw_rate:9.0f} rows/s  ({1e6 / raw_rate:.0f} us/commit)")
-        print(f"SqliteStore, one writer  : {one_rate:9.0f} appends/s  ratio {one_rate / raw_rate:.2f}  "
-              f"(target >= 0.70; mean batch {statistics.median(b for _, b in one):.1f})")
-        print(f"SqliteStore, {args.threads} runs     : {many_rate:9.0f} appends/s  ratio {many_rate / raw_rate:.2f}  "
-              f"(target >= 3.00; mean batch {statistics.median(b for _, b in many):.1f})")
+        raw = Raw(os.path.join(d, "raw.db"))
+        one = OneWriter(os.path.join(d, "one.db"))
+        many = ManyRuns(os.path.join(d, "many.db"), args.threads)
+        raw.chunk(50)  # warm up caches and the WAL files
+        one.chunk(50)
+        many.chunk(2)
+        # Short chunks, interleaved, ratios per round: other load on the machine shifts fsync latency by
+        # several times within seconds, and must hit the figures being compared alike.
+        r_raw, r_one, r_many, b_one, b_many = [], [], [], [], []
+        for _ in range(args.rounds):
+            r_raw.append(raw.chunk(args.rows))
+            rate, commits = one.chunk(args.rows)
+            r_one.append(rate)
+            b_one.append(args.rows / commits)
+            rate, commits = many.chunk(args.per_thread)
+            r_many.append(rate)
+            b_many.append(args.threads * args.per_thread / commits)
+        one.store.close()
+        many.store.close()
+        raw.conn.close()
+
+    med = statistics.median
+    one_ratio = med(o / r for o, r in zip(r_one, r_raw, strict=True))
+    many_ratio = med(m / r for m, r in zip(r_many, r_raw, strict=True))
+    print(f"sqlite {sqlite3.sqlite_version}, WAL, synchronous=FULL, {args.rounds} rounds, files under {args.dir}")
+    print(f"raw one-row commits   : {med(r_raw):8.0f} rows/s     ({1e6 / med(r_raw):.0f} us/commit; "
+          f"rounds {min(r_raw):.0f}..{max(r_raw):.0f})")
+    print(f"SqliteStore 1 writer  : {med(r_one):8.0f} appends/s  ratio {one_ratio:.2f} (target >= 0.70)  "
+          f"mean batch {med(b_one):.1f}")
+    print(f"SqliteStore {args.threads} runs  : {med(r_many):8.0f} appends/s  ratio {many_ratio:.2f} (target >= 3.00)  "
+          f"mean batch {med(b_many):.1f}")
+    print("(ratios: median over rounds of the per-round ratio to the raw loop)")
 
 
 if __name__ == "__main__":

@@ -100,8 +100,8 @@ class SqliteStore(Store):
             conn.close()
             raise
         self._writer = GroupCommitWriter(conn, f"telo-sqlite-writer:{os.path.basename(self.path)}")
-        # The pool must not reference self, or the finalizer below would keep the store alive forever.
         self._targets: dict[tuple[tuple[str, str], ...], str] = {}
+        # The pool must not reference self, or the finalizer below would keep the store alive forever.
         self._pool = Pool(partial(connect, self.path, synchronous=self.synchronous,
                                    busy_timeout_ms=busy_timeout_ms))
         # A store dropped without close() still stops its thread and closes its connections.
@@ -112,7 +112,8 @@ class SqliteStore(Store):
 
     @property
     def stats(self) -> WriterStats:
-        """Group-commit counters: ``commits``, ``ops``, ``max_batch``, ``failed_ops``, ``failed_batches``."""
+        """Group-commit counters: ``commits`` (of which ``inline_commits``), ``ops``, ``max_batch``,
+        ``failed_ops``, ``failed_batches``."""
         return self._writer.stats
 
     def close(self) -> None:
@@ -406,6 +407,9 @@ class SqliteStore(Store):
             conn = self._pool.take()
             try:
                 conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                self._pool.give(conn)
+                raise _tx_error("begin", exc) from exc
             except BaseException:
                 self._pool.give(conn)
                 raise
@@ -421,7 +425,10 @@ class SqliteStore(Store):
         else:
             tx.open = False
             with tx.lock:
-                finish(tx, commit=True)
+                try:
+                    finish(tx, commit=True)
+                except sqlite3.Error as exc:
+                    raise _tx_error("commit", exc) from exc
         finally:
             tx.open = False
             AMBIENT.reset(token)
@@ -437,3 +444,12 @@ def _record(conn: sqlite3.Connection, sql: Sql, run: str) -> RunRecord:
     if row is None:
         raise unknown_run(run)
     return record_from_row(row)
+
+
+def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:
+    return JournalError(
+        "ERR_JOURNAL_WRITE_FAILED",
+        f"the SQLite journal could not {what} a transaction: {exc}",
+        hint="check the disk (space, permissions) and whether another process holds the journal locked "
+        "for longer than the busy timeout",
+    )

@@ -368,7 +368,7 @@ def test_transaction_commit_and_rollback(store: SqliteStore, path: str) -> None:
     assert [e.path for e in store.read_entries("r1")] == ["kept"]
     rec = store.read_run("r1")
     assert rec is not None and rec.workflow is None  # the step's own SQL rolled back with the entries
-    # the seq is not reused after a rolled-back append: still strictly increasing
+    # appends after a rollback number on from what is stored
     later = store.append("r1", Entry.decided("later", "value", 3))
     assert (later.seq or 0) > (store.read_entries("r1")[0].seq or 0)
 
@@ -528,3 +528,18 @@ def test_a_forked_child_is_refused_instead_of_hanging(store: SqliteStore) -> Non
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert store.append("r1", Entry.decided("parent", "value", 1)).path == "parent"
+
+
+def test_a_transaction_that_cannot_begin_fails_clearly(path: str) -> None:
+    with SqliteStore(path, busy_timeout_ms=50) as store:
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(JournalError) as exc, store.transaction():
+                pass
+            assert exc.value.code == "ERR_JOURNAL_WRITE_FAILED"
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        with store.transaction() as tx:
+            assert store.writes_inside(tx)
