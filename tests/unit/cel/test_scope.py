@@ -1,0 +1,103 @@
+"""Scopes: converted once, extended per step, only read entries handed to the library (telo.cel.scope)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from telo.cel import CelEvalError, Scope
+from telo.cel import convert as convert_module
+from telo.values import Timestamp, Uint, equal
+
+from .support import ENV, values
+
+# hypothesis renders the recursive value strategy's repr while generating; it is long, and harmless
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+
+
+def test_scope_is_a_mapping_of_domain_values() -> None:
+    scope = Scope({"inputs": {"a": 1}}, item=Uint(2))
+    assert dict(scope) == {"inputs": {"a": 1}, "item": Uint(2)}
+    assert len(scope) == 2 and "item" in scope and scope["inputs"] == {"a": 1}
+
+
+def test_with_step_result_extends_without_changing_the_old_scope() -> None:
+    s0 = Scope(inputs={"order": "o-1"})
+    s1 = s0.with_step_result("charge", {"ok": True})
+    s2 = s1.with_step_result("ship", 5)
+    assert "steps" not in s0
+    assert s1["steps"] == {"charge": {"result": {"ok": True}}}
+    assert s2["steps"] == {"charge": {"result": {"ok": True}}, "ship": {"result": 5}}
+    program = ENV.compile("steps.charge.result.ok && steps.ship.result == 5")
+    assert program.evaluate(s2) is True
+    with pytest.raises(CelEvalError) as info:
+        program.evaluate(s1)
+    assert info.value.code == "ERR_CEL_NO_SUCH_KEY"
+
+
+def test_a_later_step_of_one_name_replaces_the_earlier() -> None:
+    scope = Scope().with_step_result("poll", 1).with_step_result("poll", 2)
+    assert ENV.compile("steps.poll.result").evaluate(scope) == 2
+
+
+def test_with_values_and_with_entry() -> None:
+    scope = Scope(inputs={"a": 1}).with_values(item="x", index=3).with_entry("resources", "db", {"status": "up"})
+    assert ENV.compile("item + string(index) + resources.db.status + string(inputs.a)").evaluate(scope) == "x3up1"
+    with pytest.raises(TypeError, match="not a map"):
+        scope.with_entry("item", "k", 1)
+
+
+def test_each_entry_is_converted_once_and_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    real = convert_module.to_lib
+
+    def counting(value: Any) -> Any:
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr("telo.cel.scope.to_lib", counting)
+    big = {"ts": Timestamp(1, 1), "n": list(range(5))}
+    scope = Scope(inputs={"x": 1}).with_step_result("a", big).with_step_result("b", 2)
+    program = ENV.compile("steps.a.result.ts")
+    assert program.evaluate(scope) == Timestamp(1, 1)
+    assert program.evaluate(scope) == Timestamp(1, 1)
+    assert program.evaluate(scope.with_step_result("c", 3)) == Timestamp(1, 1)  # shared by the extension
+    assert calls == [{"result": big}]  # one conversion; "b", "c" and inputs never converted
+
+
+def test_only_selected_entries_reach_the_library() -> None:
+    scope = Scope(steps={"good": {"result": 1}, "bad": {"result": object()}})
+    assert ENV.compile("steps.good.result + 1").evaluate(scope) == 2
+    assert ENV.compile("has(steps.good) && !has(steps.nope)").evaluate(scope) is True
+    assert ENV.compile("steps.?nope.orValue(0)").evaluate(scope) == 0
+    with pytest.raises(CelEvalError, match=r"steps.bad.result"):
+        ENV.compile("steps.map(k, k)").evaluate(scope)  # the whole map is needed, and converted
+
+
+def test_shadowed_names_read_the_whole_variable() -> None:
+    scope = Scope(steps={"a": {"result": 1}})
+    assert ENV.compile("[2].map(steps, steps + 1) == [3] && steps.a.result == 1").evaluate(scope) is True
+    assert ENV.compile("cel.bind(steps, {'z': 5}, steps.z)").evaluate(scope) == 5
+
+
+_EXPRESSIONS = [
+    "steps.a.result",
+    "has(steps.b) ? steps.b.result : null",
+    "[steps.a, inputs.k]",
+    "steps",
+    "size(steps) + size(inputs)",
+    "steps.?c.orValue('none')",
+    "inputs['k']",
+]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=values, b=values, k=values, which=st.sampled_from(_EXPRESSIONS))
+def test_scope_and_plain_mapping_agree(a: Any, b: Any, k: Any, which: str) -> None:
+    plain = {"steps": {"a": {"result": a}, "b": {"result": b}}, "inputs": {"k": k}}
+    scope = Scope(inputs={"k": k}).with_step_result("a", a).with_step_result("b", b)
+    program = ENV.compile(which)
+    assert equal(program.evaluate(scope), program.evaluate(plain))
