@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from telo import paths
+from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
 from telo.durable.handle import LocalRunHandle, RunCancelled
@@ -163,6 +163,7 @@ async def _renew(store: AsyncStore, run: str, holder: str, clock: Clock) -> None
     """Keep the claim alive while the body executes (reference §6: renew every 20 s, TTL 60 s)."""
     while True:
         await asyncio.sleep(RENEW_EVERY_MS / 1000)
+        faults.point("before-claim-renewal")
         try:
             if not await store.claim(run, holder, DEFAULT_TTL_MS, clock.now_ms()):
                 log.warning("durable.claim.lost", extra={"durable.run": run, "durable.holder": holder})

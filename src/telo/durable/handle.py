@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
+from telo import faults
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
 from telo.engine.handle import Execute
@@ -108,9 +109,13 @@ class LocalRunHandle:
         await self.check_cancelled_async()
         if self.on_step:
             self.on_step("executing", path, target)
+        faults.point("before-effect")
         value = await execute()
+        faults.point("after-effect-before-entry")
         self.executed_steps += 1
-        return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)))
+        stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)))
+        faults.point("after-entry")
+        return stored
 
     async def decide(self, path: str, kind: str, compute: Callable[[], Any]) -> Any:
         existing = self.entries.get(path)
@@ -119,14 +124,19 @@ class LocalRunHandle:
         value = compute()
         if inspect.isawaitable(value):
             value = await value
-        return await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)))
+        stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)))
+        if kind == "inputs":
+            faults.point("after-inputs-decision")
+        return stored
 
     async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
         signal = Suspension(self.run_id, where, until)
         self.latched = signal  # latched first: an absorber between here and the workflow cannot hide it
+        faults.point("before-park-record")
         await self.store.park(
             self.run_id, Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
         )
+        faults.point("after-park-record")
         log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,
                                         "durable.resource": where.resource})
         raise signal

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from telo import paths
+from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock, uuid4
 from telo.engine.composers import dispatch_path
 from telo.engine.context import current
@@ -99,5 +99,6 @@ def deliver(store: Store, token: str, payload: Any) -> dict[str, Any]:
     if record is None or record.parked is None:
         return {"delivered": False}
     store.append(record.run, Entry.step(record.parked.path, None, payload))
+    faults.point("after-delivery-append")
     store.unpark(record.run)
     return {"delivered": True, "run": record.run}

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from telo import faults
 from telo.clock import uuid4
 from telo.durable.aio import AsyncStore
 from telo.durable.execute import Execution, WorkflowBody, execute_run
@@ -77,6 +78,7 @@ class Workflow(Resource):
         inputs = inputs if inputs is not None else {}
         run = self.run_id_for(inputs)
         store = self.store
+        faults.point("before-admit")
         admitted = await store.admit(Admission(run, workflow=self.name))
         clock = self.app.clock
         if not admitted.admitted:
@@ -103,6 +105,7 @@ class Workflow(Resource):
             return {"runId": run, "attached": True, "status": "running"}
         if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
             return {"runId": run, "attached": True, "status": "running"}
+        faults.point("after-admit")
         self.app.hold(self.run_to_rest(run, inputs, self.holder))
         return {"runId": run, "started": True, "status": "running"}
 

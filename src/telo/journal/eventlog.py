@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from telo import paths
+from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import JournalError
 from telo.journal import rules
@@ -263,6 +263,7 @@ def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
         paths.step_path(_SNAPSHOT_SEG, version), SNAPSHOT, _snapshot_value(entries, epoch, version)
     )
     stored = store.append(run, snapshot)
+    faults.point("after-snapshot-append")
     store.truncate_before(run, version + 1)
     return stored
 
