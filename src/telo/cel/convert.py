@@ -55,7 +55,6 @@ from telo.values.types import (
     Timestamp,
     Uint,
     make_map,
-    timestamp_from_fields,
 )
 from telo.values.url import Url
 
@@ -294,7 +293,7 @@ def _from_py(v: _lib.CelValue, py: Any) -> Any:
     if t is bytearray or t is bytes:
         return bytes(py)
     if t is datetime.datetime:
-        return _timestamp_from_text(str(v))
+        return _timestamp(py, v)
     if t is datetime.timedelta:
         return parse_cel_duration(str(v))
     if is_url_message(py):
@@ -315,17 +314,17 @@ def _kind(v: _lib.CelValue) -> str:
     return "optional" if name == "ERROR" else name
 
 
-_TS_TEXT: Final = re.compile(r"(\d{1,4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z")
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_SECOND: Final = datetime.timedelta(seconds=1)
 
 
-def _timestamp_from_text(text: str) -> Timestamp:
-    """Read the library's timestamp text (``1-01-01T00:00:00.000000001Z``: the year is not zero-padded)."""
-    m = _TS_TEXT.fullmatch(text)
-    if not m:
-        raise Unrepresentable(f"a timestamp the CEL library wrote as {text!r}, which does not read back")
-    y, mo, d, hh, mm, ss = (int(m.group(i)) for i in range(1, 7))
-    frac = m.group(7)
-    return timestamp_from_fields(y, mo, d, hh, mm, ss, int(frac.ljust(9, "0")) if frac else 0)
+def _timestamp(py: datetime.datetime, v: _lib.CelValue) -> Timestamp:
+    """Whole seconds from the ``datetime`` (exact, floor for instants before 1970), nanoseconds from the value's
+    text, which carries all nine digits (``1-01-01T00:00:00.000000001Z``: the year is not even zero-padded)."""
+    seconds = (py - _EPOCH) // _SECOND
+    text = str(v)
+    dot = text.rfind(".")
+    return Timestamp(seconds, int(text[dot + 1 : -1].ljust(9, "0")) if dot >= 0 else 0)
 
 
 # Key tokens in a map's debug text: a quoted string (either quote, backslash escapes), true/false, or an integer
