@@ -66,7 +66,7 @@ class _Walker:
         self.selects[name] = None
 
     def _field(self, name: str, field: str) -> None:
-        if not field.isascii() or "\x00" in field:  # a key only to_lib may pass to the library: read whole
+        if "\x00" in field:  # a key only to_lib can pass to the library (as a StringValue): read it whole
             self._whole(name)
             return
         if name in self.selects:

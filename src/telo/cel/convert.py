@@ -190,6 +190,19 @@ def to_lib(value: Any) -> Any:
     raise NotCel(f"a value of type {t.__name__}, which is not a CEL value")
 
 
+def is_plain_key(key: str) -> bool:
+    """Whether the library reads this map key as it is: Unicode text with no NUL (see :func:`to_lib`)."""
+    if "\x00" in key:
+        return False
+    if key.isascii():
+        return True
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check_text(value: str) -> None:
     try:
         value.encode("utf-8")

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -37,9 +38,12 @@ from telo.clock import SYSTEM_CLOCK, Clock
 __all__ = ["STANDARD_VARIABLES", "TYPE_NAMES", "CelEnvironment", "Program"]
 
 #: The engine's scope names (telo-reference §2) and their declared types; every environment declares them.
+#: Maps keyed by names (steps, resources, …) are ``map(string, dyn)``, so misuse such as ``steps + 1`` fails at
+#: load time. ``inputs`` is ``dyn``: call inputs are any CEL map (``{1: 'a'}`` from YAML, a key with a NUL), and
+#: the library refuses a non-string top-level key — or the stand-in a NUL key needs — in a declared string map.
 STANDARD_VARIABLES: Final[Mapping[str, str]] = MappingProxyType(
     {
-        "inputs": "map",
+        "inputs": "dyn",
         "steps": "map",
         "variables": "map",
         "secrets": "map",
@@ -96,6 +100,7 @@ class _Core:
         self.env = _lib.new_env({n: TYPE_NAMES[t] for n, t in declarations.items()}, _extensions(), POOL)
         self.cache: dict[str, _Compiled | str] = {}  # text -> compiled, or the library's error text
         self.derived: dict[str, _lib.CelExpression] = {}
+        self._lock = threading.Lock()  # guards eviction (iterating a dict another thread changes would fail)
 
     def compiled(self, text: str) -> _Compiled | str:
         hit = self.cache.get(text)
@@ -118,9 +123,10 @@ class _Core:
                 not (analysis.calls & _NON_DETERMINISTIC),
                 expression.return_type().name(),
             )
-        if len(self.cache) >= _CACHE_LIMIT:
-            del self.cache[next(iter(self.cache))]  # oldest first
-        self.cache[text] = result
+        with self._lock:
+            if len(self.cache) >= _CACHE_LIMIT:
+                del self.cache[next(iter(self.cache))]  # oldest first
+            self.cache[text] = result
         return result
 
     def derived_expression(self, text: str) -> _lib.CelExpression:
@@ -128,9 +134,10 @@ class _Core:
         expression = self.derived.get(text)
         if expression is None:
             expression = self.env.compile(text)
-            if len(self.derived) >= _CACHE_LIMIT:
-                del self.derived[next(iter(self.derived))]
-            self.derived[text] = expression
+            with self._lock:
+                if len(self.derived) >= _CACHE_LIMIT:
+                    del self.derived[next(iter(self.derived))]
+                self.derived[text] = expression
         return expression
 
 

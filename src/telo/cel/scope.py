@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-from telo.cel.convert import NotCel, to_lib
+from telo.cel.convert import NotCel, is_plain_key, to_lib
 
 __all__ = ["Scope", "library_data"]
 
@@ -74,7 +74,7 @@ def _entry_lib(key: str, entry: _Lazy) -> Any:
 
 def _var(value: Any) -> _Lazy | _MapVar:
     # Only keys the library reads as plain str (see telo.cel.convert.to_lib) may be passed as they are.
-    if type(value) is dict and all(type(k) is str and k.isascii() and "\x00" not in k for k in value):
+    if type(value) is dict and all(type(k) is str and is_plain_key(k) for k in value):
         return _MapVar({k: _Lazy(v) for k, v in value.items()})
     return _Lazy(value)
 
@@ -178,7 +178,7 @@ def library_data(scope: Mapping[str, Any], selects: Mapping[str, frozenset[str] 
             continue
         value = scope[name]
         try:
-            if fields is not None and type(value) is dict and all(k.isascii() for k in fields):
+            if fields is not None and type(value) is dict:
                 data[name] = {k: _keyed_lib(k, value[k]) for k in fields if k in value}
             else:
                 data[name] = to_lib(value)

@@ -173,3 +173,10 @@ def test_unread_scope_values_are_never_converted() -> None:
         ENV.compile("inputs.bad").evaluate(scope)
     with pytest.raises(CelEvalError, match=r"steps.a.result"):
         ENV.compile("size(steps)").evaluate(scope)
+
+
+def test_url_struct_literal_and_equality() -> None:
+    assert ev("Telo.Url{scheme: 'https', host: 'a.b', port: 80}") == Url.parse("https://a.b:80")
+    assert ev("Telo.Url{scheme: 'https', host: 'a.b'} == url('https://a.b')") is True
+    with pytest.raises(CelEvalError, match=r"Telo\.Url whose members make no URL"):
+        ev("Telo.Url{scheme: 'https', port: 80}")  # a port needs a host

@@ -49,7 +49,7 @@ def test_compile_error_without_a_manifest_position() -> None:
     ("text", "fragment"),
     [
         ("1 + 'a'", "no matching overload"),
-        ("inputs + 1", "no matching overload"),
+        ("steps + 1", "no matching overload"),
         ("undeclared.x", "undeclared reference to 'undeclared.x'"),
         ("nowMillis(1)", "undeclared reference to 'nowMillis'"),
         ("url(1)", "no matching overload"),
@@ -129,8 +129,8 @@ def test_evaluation_error_names_the_manifest_position() -> None:
 
 
 def test_map_typed_variable_given_a_non_map() -> None:
-    with pytest.raises(CelEvalError, match="Unexpected value type for 'inputs'"):
-        ENV.compile("inputs.a").evaluate({"inputs": [1]})
+    with pytest.raises(CelEvalError, match="Unexpected value type for 'steps'"):
+        ENV.compile("steps.a").evaluate({"steps": [1]})
 
 
 def test_short_circuit_absorbs_errors_as_cel_specifies() -> None:

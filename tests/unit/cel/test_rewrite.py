@@ -64,3 +64,8 @@ def test_a_rewrite_that_does_not_line_up_keeps_the_original() -> None:
         raise RuntimeError("no")
 
     assert exact_text("default(x, 1)", frozenset({"default"}), refuse) == "default(x, 1)"
+
+
+def test_rewrite_inside_a_comprehension() -> None:
+    assert ev("[1, null, x].map(e, default(e, 0))", x=Uint(2)) == [1, 0, Uint(2)]
+    assert ev("x.map(l, coalesce(l))", x=[[None, 1], [], [None, None, "z"]]) == [1, None, "z"]

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from telo.cel import CelEvalError, Scope
 from telo.cel import convert as convert_module
-from telo.values import Timestamp, Uint, equal
+from telo.values import CelMap, Timestamp, Uint, equal
 
 from .support import ENV, values
 
@@ -101,3 +101,15 @@ def test_scope_and_plain_mapping_agree(a: Any, b: Any, k: Any, which: str) -> No
     scope = Scope(inputs={"k": k}).with_step_result("a", a).with_step_result("b", b)
     program = ENV.compile(which)
     assert equal(program.evaluate(scope), program.evaluate(plain))
+
+
+def test_non_ascii_and_nul_keys_select_correctly() -> None:
+    scope = Scope(inputs={"é": 1, "a\x00b": 2, "k": 3})
+    assert ENV.compile("inputs['é'] + inputs.k").evaluate(scope) == 4
+    assert ENV.compile("inputs['a\\x00b']").evaluate(scope) == 2
+    assert ENV.compile("inputs['a\\x00b']").variables["inputs"] is None  # read whole: a NUL key needs to_lib
+
+
+def test_inputs_may_be_any_map() -> None:
+    assert ENV.compile("inputs[1] + inputs[true]").evaluate(Scope(inputs=CelMap([(1, 2), (True, 3)]))) == 5
+    assert ENV.compile("inputs").evaluate({"inputs": {Uint(1): "u"}}) == {Uint(1): "u"}
