@@ -141,6 +141,18 @@ class LocalRunHandle:
                                         "durable.resource": where.resource})
         raise signal
 
+    def entries_mark(self) -> int:
+        """A mark for :meth:`forget_since`: entries known now stay, those recorded later can be forgotten."""
+        return len(self.entries)
+
+    def forget_since(self, mark: int, prefix: str | None = None) -> None:
+        """Forget entries recorded after ``mark`` (under ``prefix``, when given): a journal transaction that
+        rolled back took them with it (spec §8.2), so a retry of that region must execute them again rather
+        than replay results whose effects were rolled back."""
+        for path in list(self.entries)[mark:]:
+            if prefix is None or path == prefix or path.startswith(prefix + "/"):
+                del self.entries[path]
+
     # --- zones and collapse ---------------------------------------------------------------------------
 
     def writes_inside(self, zone: Zone) -> bool:
