@@ -402,6 +402,12 @@ class PostgresStore(Store):
 
     # --- transactions, wake-ups, lifecycle -------------------------------------------------------------
 
+    @property
+    def url(self) -> str:
+        """The connection URL this journal was opened with (a ``Sql.Connection`` on the same database joins
+        its transactions, spec §8.2)."""
+        return self._url
+
     def transaction(self) -> AbstractContextManager[StoreTransaction]:
         """A transaction appends and reads in this context join (spec §8.2; reference §7 "Transactions").
 
