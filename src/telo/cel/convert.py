@@ -15,8 +15,9 @@ Timestamp/Duration  ``google.protobuf.Timestamp``/``Duration`` messages, nanosec
 Url                 a ``Telo.Url`` message (:mod:`telo.cel.urltype`)
 list                a list of converted elements
 dict/CelMap         a dict of converted values; a uint key becomes a hashable stand-in of a ``UInt64Value``
-                    (:class:`_KeyMessage`) — trap: protobuf messages are unhashable — and a bool key in a map that
-                    also has int keys becomes a ``BoolValue`` stand-in, because Python merges ``True`` and ``1``
+                    (:class:`_KeyMessage`) — trap: protobuf messages are unhashable — a bool key in a map that
+                    also has int keys a ``BoolValue`` stand-in, because Python merges ``True`` and ``1``, and a
+                    key with a NUL a ``StringValue`` stand-in
 ==================  ==========================================================================================
 
 Out of the library (:func:`from_value`), from the ``cel.Value`` tree (``Value.value()``: its lists and maps hold
@@ -24,7 +25,8 @@ item accessors, each with its own CEL type), not from ``plain_value()``, which r
 
 * ``uint`` → :class:`Uint` (the accessor's type says so); ``bytes`` → ``bytes``;
 * ``timestamp``/``duration`` — trap: the library hands out ``datetime``/``timedelta``, i.e. MICROseconds, at any
-  depth. The value's own debug text (``str(value)``) carries every nanosecond, so it is parsed instead: exact;
+  depth. The value's own debug text (``str(value)``) carries every nanosecond, so the nanoseconds (and a
+  duration whole) are read from it instead: exact;
 * a map with a non-string key — traps: uint keys come out as plain ints, and ``true`` and ``1`` (or ``false``
   and ``0``) collapse into one Python dict entry. The keys are re-read from the map's debug text, which writes
   ``1u``, ``1`` and ``true`` apart (values are matched against their own debug text, so only keys are parsed).
@@ -35,6 +37,14 @@ item accessors, each with its own CEL type), not from ``plain_value()``, which r
   :meth:`telo.cel.env.Program.evaluate`);
 * a ``Telo.Url`` message → :class:`~telo.values.Url`;
 * an optional, a type value (``type(x)``) or any other message is outside the domain: :class:`Unrepresentable`.
+
+What is exact: every domain value, at any depth, both ways — int/uint/double/bool/null/bytes/string kept apart,
+int64 and uint64 extremes, NaN and -0.0, NULs in bytes, strings and map keys, nanosecond timestamps and
+durations, maps keyed by int, uint, bool and string together, ``Telo.Url`` with absent vs empty members (tested
+by hypothesis round trips through ``x``, ``[x]`` and ``{'k': x}``). What is not: a result map holding ``true``
+beside ``1`` (or ``false`` beside ``0``) from a NON-deterministic expression is refused (``ERR_CEL_EVAL``), as
+re-reading it would evaluate the expression again; and what a Python-implemented catalog function receives
+(see :mod:`telo.cel.catalog`: ``json()`` sees timestamps at microseconds).
 """
 
 from __future__ import annotations
