@@ -85,6 +85,13 @@ class PostgresJournal(Journal):
         if url is None and self.config.get("connection") is not None:
             url = self.app.resource_for(self.config["connection"]).snapshot().get("url")
         url = compile_time(self.app, url, f"{self.kind} {self.name!r}.url")
-        return PostgresStore(str(url), table=str(self.config.get("table", "telo_durable")),
-                             create_table=bool(self.config.get("createTable", True)),
-                             notify_channel=self.config.get("notifyChannel"), clock=self.app.clock)
+
+        def field(key: str, default: Any) -> Any:  # compile-time fields (kinds/specs/journals.py): CEL allowed
+            if key not in self.config:
+                return default
+            return compile_time(self.app, self.config[key], f"{self.kind} {self.name!r}.{key}")
+
+        channel = field("notifyChannel", None)
+        return PostgresStore(str(url), table=str(field("table", "telo_durable")),
+                             create_table=bool(field("createTable", True)),
+                             notify_channel=None if channel is None else str(channel), clock=self.app.clock)
