@@ -19,7 +19,6 @@ from telo import faults
 from telo.clock import uuid4
 from telo.durable.aio import AsyncStore
 from telo.durable.execute import Execution, WorkflowBody, execute_run
-from telo.durable.handle import sleep_until
 from telo.durable.journals import Journal
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
@@ -32,6 +31,9 @@ if TYPE_CHECKING:
     from telo.runtime.app import Application
 
 log = logging.getLogger("telo.durable")
+
+# How often a process waiting in-process for a time park re-reads the run (to notice a cancel or a resume).
+PARKED_RECHECK_MS = 500
 
 
 class Workflow(Resource):
@@ -127,9 +129,26 @@ class Workflow(Resource):
             if record is None or record.status != "parked" or record.parked is None \
                     or record.parked.token is not None or record.due_at is None:
                 return execution
-            await sleep_until(self.app.clock, record.due_at)
+            if not await self._wait_parked(run, record.due_at):
+                return execution  # cancelled or settled while it waited: nothing to continue
             if not await store.claim(run, holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
                 return execution  # a worker took it over meanwhile
+
+    async def _wait_parked(self, run: str, due_at: int) -> bool:
+        """Wait for a time park to come due, re-reading the run meanwhile: False as soon as it is cancelled or
+        settled (a ``Local.Cancel`` must not keep this process alive until the due time), True when the time
+        has come or the run was unparked early (an operator resume), so the caller continues it now."""
+        clock = self.app.clock
+        while True:
+            remaining_ms = due_at - clock.now_ms()
+            if remaining_ms <= 0:
+                return True
+            await asyncio.sleep(min(remaining_ms, PARKED_RECHECK_MS) / 1000)
+            record = await self.store.read_run(run)
+            if record is None or record.terminal:
+                return False
+            if record.status != "parked" or record.due_at != due_at:
+                return True
 
     async def execute(self, run: str, inputs: Any, holder: str) -> Execution:
         """Continue ``run`` (claimed by ``holder``): the path shared by starts, resubmissions and resumers."""
