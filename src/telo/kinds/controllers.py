@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from telo.durable import addressing, durable_kinds, journals, workflow
-from telo.kinds import assertions, console, python, run, timer
+from telo.kinds import assertions, console, python, run, sql, timer
 
 if TYPE_CHECKING:
     from telo.runtime.app import Controller
@@ -19,6 +19,7 @@ _CLASSES: tuple[Any, ...] = (
     addressing.Deliver, addressing.Status, addressing.Result, addressing.Cancel, addressing.Schedule,
     addressing.Resume,
     journals.SqliteJournal, journals.FileJournal, journals.PostgresJournal,
+    sql.Connection, sql.Transaction, sql.Query, sql.Exec,
 )
 
 CONTROLLERS: Mapping[str, Controller] = {cls.kind: cls for cls in _CLASSES}
