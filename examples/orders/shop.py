@@ -35,6 +35,21 @@ def charge(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
     return {"charged": inputs["amount"], "currency": "EUR", "receipt": f"rcpt-{inputs['order']}"}
 
 
+def find_charge(key: str) -> Any:
+    """The payment provider's view of an idempotency key: the charge it made, or NOT_FOUND.
+
+    telo calls this when a charge was interrupted and its outcome is unknown (event-log spec §2)."""
+    from telo.durable.effects import NOT_FOUND
+
+    if LEDGER.exists():
+        for line in LEDGER.read_text(encoding="utf-8").splitlines():
+            if line.startswith("charged ") and f"(idempotency key {key})" in line:
+                amount = float(line.split()[1])
+                order = key.split("/")[0].removeprefix("order:")
+                return {"charged": amount, "currency": "EUR", "receipt": f"rcpt-{order}"}
+    return NOT_FOUND
+
+
 def pack(inputs: dict[str, Any]) -> dict[str, Any]:
     _record(f"packing {inputs['order']} ...")
     time.sleep(float(os.environ.get("ORDERS_PACK_SECONDS", "2")))  # long enough to kill -9 the process here

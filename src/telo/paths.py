@@ -293,6 +293,29 @@ def retry_path(step: str, attempt: int) -> str:
     return child(step, RETRY, attempt)
 
 
+# Confirmed effects (event-log spec §2): telo's own records beside a step, under reserved segments.
+ATTEMPT_MARK = "@attempt"  # the start of re-attempt k (attempt 0 is marked by the step's inputs decision)
+RETRY_VERDICT = "@retry"  # the verdict of failed attempt k: code, backoff, due time
+UNCONFIRMED = "@unconfirmed"  # the n-th resolution of an effect whose outcome was unknown
+REDRIVE_MARK = "@redrive"  # the start of the re-execution the n-th resolution decided
+
+
+def attempt_path(step: str, attempt: int) -> str:
+    return child(step, ATTEMPT_MARK, attempt)
+
+
+def retry_verdict_path(step: str, attempt: int) -> str:
+    return child(step, RETRY_VERDICT, attempt)
+
+
+def unconfirmed_path(step: str, n: int) -> str:
+    return child(step, UNCONFIRMED, n)
+
+
+def redrive_path(step: str, n: int) -> str:
+    return child(step, REDRIVE_MARK, n)
+
+
 def collection_path(dispatch: str) -> str:
     return child(dispatch, COLLECTION)
 

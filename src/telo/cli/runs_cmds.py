@@ -56,12 +56,28 @@ def emit(data: dict[str, Any], as_json: bool) -> None:
         click.echo(f"{key:>18}: {shown}")
 
 
-def status_view(record: RunRecord) -> dict[str, Any]:
+def unconfirmed_report(store: Any, run: str) -> list[dict[str, Any]]:
+    """Every recorded resolution of an unconfirmed effect (``<step>/@unconfirmed[n]``), for `telo status`."""
+    from telo import paths
+    from telo.journal import eventlog
+
+    out = []
+    for path, entry in eventlog.recover(store, run).entries.items():
+        last = paths.parse(path)[-1]
+        if last.name == paths.UNCONFIRMED:
+            out.append({"step": paths.parent(path), "resolution": entry.decode(run)})
+    return out
+
+
+def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
     out: dict[str, Any] = {"run": record.run, "status": record.status, "workflow": record.workflow}
     if record.due_at is not None:
         out["dueAt"] = record.due_at
     if record.parked is not None:
         out["parked"] = record.parked.to_json()
+    unconfirmed = unconfirmed_report(store, record.run) if store is not None else []
+    if unconfirmed:
+        out["unconfirmedEffects"] = unconfirmed
     if record.claim is not None:
         out["claim"] = {"holder": record.claim.holder, "until": record.claim.until}
     if record.error:
@@ -93,7 +109,7 @@ def _require(store: Any, run: str) -> RunRecord:
 def status_command(run: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Show a run's record: status, where it is parked, who holds it, its outcome."""
     with open_journal(journal, manifest) as store:
-        emit(status_view(_require(store, run)), as_json)
+        emit(status_view(_require(store, run), store), as_json)
 
 
 @cli.command("result")
@@ -113,7 +129,7 @@ def result_command(run: str, wait: str | None, journal: str | None, manifest: st
             if record.terminal or time.monotonic() >= deadline:
                 break
             time.sleep(0.1)
-        emit(status_view(record), as_json)
+        emit(status_view(record, store), as_json)
     if not record.terminal:
         sys.exit(4)
     sys.exit(0 if record.status == "completed" else EXIT_FAILED)
@@ -173,6 +189,35 @@ def resume_command(run: str, reason: str, journal: str | None, manifest: str | N
 
     with open_journal(journal, manifest) as store:
         emit(dict(resume_run(store, run, reason, int(time.time() * 1000))), as_json)
+
+
+@cli.command("resolve")
+@click.argument("run")
+@click.argument("path")
+@click.option("--redrive", "action", flag_value="redrive", help="Execute the effect again, with the same key.")
+@click.option("--skip-with", "skip_with", metavar="JSON", help="Record this JSON as the effect's result.")
+@click.option("--fail", "action", flag_value="fail", help="Fail the run at this step.")
+@journal_option
+@manifest_option
+@json_option
+def resolve_command(run: str, path: str, action: str | None, skip_with: str | None, journal: str | None,
+                    manifest: str | None, as_json: bool) -> None:
+    """Answer an unconfirmed effect: a step whose outcome is unknown after a crash (see `telo status`)."""
+    from telo.durable.addressing import resolve_unconfirmed
+    from telo.values import from_plain
+
+    if (action is None) == (skip_with is None):
+        raise click.UsageError("give exactly one of --redrive, --skip-with JSON, --fail")
+    value: Any = None
+    if skip_with is not None:
+        action = "skip"
+        try:
+            value = from_plain(json.loads(skip_with), {})
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--skip-with") from exc
+    assert action is not None
+    with open_journal(journal, manifest) as store:
+        emit(dict(resolve_unconfirmed(store, run, path, action, value, int(time.time() * 1000))), as_json)
 
 
 @cli.command("worker")

@@ -209,3 +209,36 @@ def resume_run(store: Any, run: str, reason: str, now_ms: int) -> Mapping[str, A
                                     {"reason": reason, "at": Timestamp.from_epoch_millis(now_ms).to_text()}))
     store.unpark(run)
     return {"run": run, "resumed": True}
+
+
+def resolve_unconfirmed(store: Any, run: str, path: str, action: str, value: Any = NO_VALUE,
+                        now_ms: int | None = None) -> Mapping[str, Any]:
+    """An operator's answer to an unconfirmed effect (event-log spec §2): ``redrive`` it with the same
+    idempotency key, ``skip`` it with the given result as its receipt, or ``fail`` the run. The answer is
+    recorded at the step's next ``@unconfirmed[n]`` (where the run parked, if it did) and the run unparked."""
+    from telo.durable.effects import effect_state
+    from telo.journal import eventlog
+
+    if action not in ("redrive", "skip", "fail"):
+        raise TeloError("ERR_INVALID_VALUE", f"unknown resolution {action!r}", hint="use redrive, skip or fail")
+    state = eventlog.recover(store, run)
+    if state.record is None:
+        raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
+                        hint="list the journal's runs with `telo runs list`", data={"run": run})
+    if state.record.terminal:
+        raise TeloError("ERR_DURABLE_RUN_SETTLED", f"run {run!r} is already {state.record.status}",
+                        hint="restore or fork it to a checkpoint to run that step again")
+    if path in state.entries or paths.inputs_path(path) not in state.entries:
+        raise TeloError("ERR_DURABLE_EFFECT_NOT_UNCONFIRMED",
+                        f"step {path!r} of run {run!r} has no effect with an unknown outcome",
+                        hint=f"`telo status {run}` shows where the run waits and which effects are unconfirmed")
+    n = effect_state(path, state.entries, run).resolutions
+    answer: dict[str, Any] = {"action": action, "by": "operator"}
+    if now_ms is not None:
+        answer["at"] = Timestamp.from_epoch_millis(now_ms).to_text()
+    if action == "skip":
+        answer["value"] = None if value is NO_VALUE else value
+    stored = store.append(run, Entry.decided(state.storage_path(paths.unconfirmed_path(path, n)), "unconfirmed",
+                                             answer))
+    store.unpark(run)
+    return {"run": run, "path": path, "resolution": stored.decode(run)}

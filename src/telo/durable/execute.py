@@ -20,6 +20,7 @@ from typing import Any
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
+from telo.durable.effects import EffectPolicy
 from telo.durable.handle import LocalRunHandle, RunCancelled
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
@@ -45,6 +46,7 @@ class WorkflowBody:
     inputs: Evaluable | None = None
     module_scope: Callable[[], Mapping[str, Any]] = dict
     kind: str = "DurableLocal.Workflow"
+    effect_policy: Callable[[Mapping[str, str] | None], EffectPolicy] | None = None
 
 
 @dataclass
@@ -86,6 +88,8 @@ async def execute_run(
     state = await asyncio.to_thread(eventlog.recover, store.sync, run) if store.sync.kind != "memory" \
         else eventlog.recover(store.sync, run)
     handle = LocalRunHandle(store, state, clock=clock)
+    if body.effect_policy is not None:
+        handle.policy_for = body.effect_policy
     if on_handle is not None:
         on_handle(handle)
     renewer = asyncio.create_task(_renew(store, run, holder, clock))

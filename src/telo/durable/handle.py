@@ -14,9 +14,11 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
-from telo import faults
+from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
+from telo.durable import effects
 from telo.durable.aio import AsyncStore
+from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
 from telo.engine.handle import Execute
 from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
@@ -35,6 +37,12 @@ from telo.targets import targets_match
 log = logging.getLogger("telo.durable")
 
 RUN_CANCELLED = "ERR_DURABLE_RUN_CANCELLED"
+
+
+class EffectUnconfirmed(DurableError):
+    """An effect's outcome is unknown and its policy is ``fail`` (or an operator answered ``--fail``)."""
+
+    default_code = "ERR_DURABLE_EFFECT_UNCONFIRMED"
 
 
 class RunCancelled(DurableError):
@@ -59,6 +67,9 @@ class LocalRunHandle:
         self.collapse_reasons: list[str] = []
         self._reported: set[int] = set()
         self._cancelled = False
+        self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
+        self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
+            effects.EffectPolicy()
         self.on_step: Callable[[str, str, Mapping[str, str] | None], None] | None = None
 
     # --- recording ------------------------------------------------------------------------------------
@@ -107,10 +118,19 @@ class LocalRunHandle:
                 self.on_step("replayed", path, target)
             return existing.decode(self.run_id)
         await self.check_cancelled_async()
+        resume: tuple[int, int | None] = (0, None)
+        if paths.inputs_path(path) in self.opened:  # an intent from an earlier execution, and no receipt
+            state = effects.effect_state(path, self.entries, self.run_id)
+            if state.unconfirmed:
+                receipt = await self._resolve_unconfirmed(path, target, state)
+                if receipt is not None:
+                    return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])))
+            resume = (state.next_attempt, state.due_at)
         if self.on_step:
             self.on_step("executing", path, target)
         faults.point("before-effect")
-        value = await execute()
+        with entered(derive(extra=(RESUME_ATTEMPT, resume))):
+            value = await execute()
         faults.point("after-effect-before-entry")
         self.executed_steps += 1
         stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)))
@@ -152,6 +172,57 @@ class LocalRunHandle:
         for path in list(self.entries)[mark:]:
             if prefix is None or path == prefix or path.startswith(prefix + "/"):
                 del self.entries[path]
+
+    # --- unconfirmed effects (event-log spec §2) -------------------------------------------------------
+
+    async def _resolve_unconfirmed(self, path: str, target: Mapping[str, str] | None,
+                                   state: effects.EffectState) -> tuple[Any] | None:
+        """Decide — once, recorded — what to do with an effect whose outcome is unknown.
+
+        Returns ``(value,)`` when the outcome is known without executing (a lookup found it, or an operator
+        supplied it with ``--skip-with``), ``None`` to re-execute with the same idempotency key."""
+        where = effects.unconfirmed_path(path, state.resolution_index)
+        key = f"{self.run_id}/{path}"
+        recorded = self.entries.get(where)
+        if recorded is not None:
+            decision = recorded.decode(self.run_id)
+        else:
+            override = current().extra(ON_UNCONFIRMED)
+            policy = self.policy_for(target)
+            mode = override or policy.mode
+            if policy.lookup is not None:
+                found = await policy.lookup(key)
+                decision = ({"action": effects.REDRIVE, "by": "lookup", "found": False} if found is effects.NOT_FOUND
+                            else {"action": "skip", "by": "lookup", "found": True, "value": found})
+            elif mode == effects.PARK:
+                name = target.get("name", "?") if target else "?"
+                await self.park(
+                    ParkWhere(where, name, f"unconfirmed effect: {name!r} at {path} may or may not have happened "
+                              f"(idempotency key {key}); answer with `telo resolve {self.run_id} {path} --redrive | "
+                              "--skip-with JSON | --fail`"),
+                    ParkUntil(),
+                )
+            else:
+                decision = {"action": mode, "by": "policy"}
+            decision = await self.decide(where, "unconfirmed", lambda: decision)
+        log.info("durable.effect.unconfirmed", extra={"durable.run": self.run_id, "durable.path": path,
+                                                      "durable.resolution": effects.describe_resolution(decision)})
+        action = decision.get("action") if isinstance(decision, Mapping) else None
+        if action == effects.REDRIVE:
+            # Marked started BEFORE executing: if this redrive is interrupted too, the next recovery sees an
+            # unknown outcome again and asks again, rather than redriving blindly on an old answer.
+            n = state.resolution_index
+            await self.decide(paths.redrive_path(path, n), "redrive", lambda: {"resolution": n})
+            return None
+        if action == "skip":
+            return (decision.get("value"),)
+        raise EffectUnconfirmed(
+            "ERR_DURABLE_EFFECT_UNCONFIRMED",
+            f"the effect at {path!r} of run {self.run_id!r} may or may not have happened, and its policy is to "
+            "fail rather than repeat it",
+            hint=f"inspect the outside system for idempotency key {key}; restore or fork the run to retry",
+            data={"run": self.run_id, "path": path, "key": key},
+        )
 
     # --- zones and collapse ---------------------------------------------------------------------------
 

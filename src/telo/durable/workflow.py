@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from telo import faults
 from telo.clock import uuid4
 from telo.durable.aio import AsyncStore
+from telo.durable.effects import EffectPolicy
 from telo.durable.execute import Execution, WorkflowBody, execute_run
 from telo.durable.journals import Journal
 from telo.engine.dispatch import InvokeError
@@ -53,9 +54,17 @@ class Workflow(Resource):
             c.value(self.config["inputs"], where=f"{where}.inputs") if "inputs" in self.config else None,
             self.app.module_scope,
             self.kind,
+            self.effect_policy,
         )
         self.run_id_ev = c.value(self.config["runId"], where=f"{where}.runId") if "runId" in self.config else None
         self.on_conflict = str(self.config.get("onConflict", "attach"))
+
+    def effect_policy(self, target: Mapping[str, str] | None) -> EffectPolicy:
+        """The unconfirmed-effect policy of a step's target: the resource's own, else redrive (built-in kinds
+        are pure, or journal their own effects step by step)."""
+        resource = self.app.resources.get(target.get("name", "")) if target else None
+        own = getattr(resource, "effect_policy", None)
+        return own() if callable(own) else EffectPolicy()
 
     @property
     def journal(self) -> Journal:
@@ -81,7 +90,9 @@ class Workflow(Resource):
         run = self.run_id_for(inputs)
         store = self.store
         faults.point("before-admit")
-        admitted = await store.admit(Admission(run, workflow=self.name))
+        # The call inputs go into the record: a worker continuing a run whose starter died before the
+        # body's inputs decision has nothing else to evaluate the workflow's `inputs:` against.
+        admitted = await store.admit(Admission.of(run, workflow=self.name, inputs=inputs))
         clock = self.app.clock
         if not admitted.admitted:
             record = admitted.record

@@ -55,6 +55,10 @@ class InvokeContext:
         return default
 
 
+# Extras the durable backend hands the engine around one step's effect (event-log spec §2):
+RESUME_ATTEMPT = "effect.resume"  # (attempt index to start at, epoch ms before which it must not start)
+ON_UNCONFIRMED = "effect.onUnconfirmed"  # the step's own `onUnconfirmed` policy, read by the handle
+
 _ROOT = InvokeContext()
 _CURRENT: contextvars.ContextVar[InvokeContext] = contextvars.ContextVar("telo_invoke_context", default=_ROOT)
 

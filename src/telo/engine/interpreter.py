@@ -17,7 +17,7 @@ from typing import Any
 
 from telo import paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.engine.context import current, derive, entered
+from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
 from telo.engine.dispatch import EventBus, Invocable, InvokeError, dispatch
 from telo.engine.handle import RunHandle
 from telo.engine.journaling import journal_for
@@ -171,7 +171,13 @@ async def _invoke(step: InvokeStep, scope: dict[str, Any], sv: Services, path: s
     async def execute() -> Any:
         return await attempts(step, target, inputs, sv, path)
 
-    result = await execute() if h is None else await h.step(path, target_identity(target), inputs, execute)
+    if h is None:
+        result = await execute()
+    elif step.on_unconfirmed is not None:
+        with entered(derive(extra=(ON_UNCONFIRMED, step.on_unconfirmed))):
+            result = await h.step(path, target_identity(target), inputs, execute)
+    else:
+        result = await h.step(path, target_identity(target), inputs, execute)
     publish(scope, step.name, result)
 
 
@@ -199,8 +205,13 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
     to park journals its due time at ``<step>/retry[k]`` so a resumed run keeps its budget (spec §7.9).
     """
     policy = step.retry or RetryPolicy()
-    k = 0
+    k, resume_due = current().extra(RESUME_ATTEMPT, (0, None))
+    journal = journal_for() if current().handle is not None else None
+    if resume_due is not None:  # a resumed retry: wait out what is left of the recorded backoff, not all of it
+        await _wait_until(step, path, k - 1, resume_due, sv, "resumed retry")
     while True:
+        if journal is not None and k > 0:
+            await journal.decide(paths.attempt_path(path, k), "attempt", functools.partial(dict, attempt=k))
         try:
             with entered(derive(attempt=k + 1)):
                 call = dispatch(target, inputs, events=sv.events, path=path)
@@ -219,19 +230,34 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
                 raise
             backoff = policy.backoff_ms(k)
             delay = backoff if policy.jitter == "none" else sv.rng.uniform(0, backoff)
+            due_at = sv.clock.now_ms() + int(delay)
+            if journal is not None:  # the verdict: a crash from here on resumes at attempt k+1, at due_at
+                verdict = {"attempt": k, "code": exc.code, "message": exc.message, "backoffMs": int(delay),
+                           "dueAt": due_at}
+                recorded = await journal.decide(paths.retry_verdict_path(path, k), "retry",
+                                                functools.partial(dict, verdict))
+                due_at = recorded.get("dueAt", due_at) if isinstance(recorded, Mapping) else due_at
             handle = current().handle
             if backoff >= SUSPENDING_BACKOFF_MS and handle is not None:
-                now = sv.clock.now_ms()
-                retry_path = paths.retry_path(path, k)
-                due_at = now + int(delay)
-                due = await handle.decide(retry_path, "value", functools.partial(int, due_at))
-                if isinstance(due, int) and due > sv.clock.now_ms():
-                    suspend_allowed(step.name)
-                    await handle.park(ParkWhere(retry_path, step.name, f"retry {k + 1} of {policy.attempts} after "
-                                                f"{exc.code}"), ParkUntil(at=due))
+                # The upstream record of a suspending retry (reference §3), read by upstream runtimes too.
+                due = await handle.decide(paths.retry_path(path, k), "value", functools.partial(int, due_at))
+                await _wait_until(step, path, k, due if isinstance(due, int) else due_at, sv,
+                                  f"retry {k + 1} of {policy.attempts} after {exc.code}")
             else:
                 await sv.sleep(delay / 1000)
             k += 1
+
+
+async def _wait_until(step: InvokeStep, path: str, k: int, due: int, sv: Services, reason: str) -> None:
+    """Wait for a retry's due time: in process when short, parked at ``<step>/retry[k]`` when long (§7.9)."""
+    remaining = due - sv.clock.now_ms()
+    if remaining <= 0:
+        return
+    handle = current().handle
+    if remaining >= SUSPENDING_BACKOFF_MS and handle is not None:
+        suspend_allowed(step.name)
+        await handle.park(ParkWhere(paths.retry_path(path, max(k, 0)), step.name, reason), ParkUntil(at=due))
+    await sv.sleep(remaining / 1000)
 
 
 # --- control flow ------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
 from telo.errors import TeloError, TypedFrameUnencodable
 from telo.runtime.resource import Resource, StepContext
 from telo.values import encode_frame
@@ -63,13 +64,37 @@ class PythonFunction(Resource):
         super().__init__(app, name, config, module)
         self.fn: Callable[..., Any] | None = None
         self.idempotent = bool(config.get("idempotent", False))
+        self.key_consuming = bool(config.get("keyConsuming", False))
         self.on_unconfirmed = config.get("onUnconfirmed")
+        self._lookup: Callable[..., Any] | None = None
 
     async def init(self) -> None:
         self.fn = import_callable(str(self.config["function"]), search=self.app.base_dir,
                                   where=f"Python.Function {self.name!r}")
         self._with_context = accepts_context(self.fn)
         self._is_async = inspect.iscoroutinefunction(self.fn)
+        if self.config.get("lookup"):
+            self._lookup = import_callable(str(self.config["lookup"]), search=self.app.base_dir,
+                                           where=f"Python.Function {self.name!r} lookup")
+        elif callable(getattr(self.fn, "lookup", None)):
+            self._lookup = self.fn.lookup  # type: ignore[attr-defined]
+
+    def effect_policy(self) -> EffectPolicy:
+        """Event-log §2: what recovery does when this function's effect has an intent and no receipt."""
+        mode = self.on_unconfirmed or (REDRIVE if self.idempotent or self.key_consuming else PARK)
+        lookup = self._lookup
+        if lookup is None:
+            return EffectPolicy(mode)
+
+        async def ask(key: str) -> Any:
+            result = lookup(key)
+            if inspect.isawaitable(result):
+                result = await result
+            if result is not NOT_FOUND:
+                check_domain(result, f"Python.Function {self.name!r} lookup")
+            return result
+
+        return EffectPolicy(mode, ask)
 
     async def invoke(self, inputs: Any) -> Any:
         if self.fn is None:

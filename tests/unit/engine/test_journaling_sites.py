@@ -148,8 +148,11 @@ def test_suspending_retry_journals_the_attempt_and_parks() -> None:
         run([{"name": "call", "invoke": failing,
               "retry": {"attempts": 3, "initialDelay": 60_000, "jitter": "none"}}], h)
     assert exc.value.where.path == "steps/call/retry[0]"
-    assert h.paths() == ["steps/call/inputs", "steps/call", "steps/call/retry[0]", "steps/call/retry[0]"]
-    assert [op for op, _, _ in h.calls] == ["decide", "step", "decide", "park"]
+    # the verdict (telo's, reserved segment), then the upstream due-time record, then the park there
+    assert h.paths() == ["steps/call/inputs", "steps/call", "steps/call/@retry[0]", "steps/call/retry[0]",
+                         "steps/call/retry[0]"]
+    assert [op for op, _, _ in h.calls] == ["decide", "step", "decide", "decide", "park"]
+    assert h.recorded["steps/call/@retry[0]"]["code"] == "ERR_DOWN"
 
 
 def test_suspending_retry_inside_no_suspend_zone_is_forbidden() -> None:
@@ -164,7 +167,7 @@ def test_suspending_retry_inside_no_suspend_zone_is_forbidden() -> None:
     assert "cannot stay open while waiting" in exc.value.message
 
 
-def test_short_retry_sleeps_in_process_and_journals_only_the_outcome() -> None:
+def test_short_retry_sleeps_in_process_and_journals_each_verdict_and_attempt() -> None:
     h = RecordingHandle()
     slept: list[float] = []
 
@@ -183,7 +186,9 @@ def test_short_retry_sleeps_in_process_and_journals_only_the_outcome() -> None:
                   "retry": {"attempts": 3, "initialDelay": 100, "jitter": "none"}}], h, sv=Services(sleep=sleep))
     assert scope["steps"]["call"]["result"] == "ok"
     assert slept == [0.1, 0.2]
-    assert h.paths() == ["steps/call/inputs", "steps/call"]
+    assert h.paths() == ["steps/call/inputs", "steps/call", "steps/call/@retry[0]", "steps/call/@attempt[1]",
+                         "steps/call/@retry[1]", "steps/call/@attempt[2]"]
+    assert h.recorded["steps/call/@retry[1]"]["backoffMs"] == 200
 
 
 def test_non_retryable_codes_fail_at_once() -> None:

@@ -55,6 +55,8 @@ STEP_SCHEMAS: Mapping[str, Schema] = {
             "inputs": runtime(),
             "retry": RETRY,
             "timeout": {"type": "number", "exclusiveMinimum": 0},  # ms, bounds each attempt
+            # telo: what recovery does with this step's effect if its outcome is unknown (event-log §2)
+            "onUnconfirmed": {"enum": ["redrive", "park", "fail"]},
         },
         ("invoke",),
     ),
