@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.errors import JournalError
 from telo.journal import paging
 from telo.journal.claims import holder_is_dead
 from telo.journal.memory import unknown_run
@@ -46,6 +46,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
+from telo.journal.sqlite_append import AppendOp, append_group
 from telo.journal.sqlite_schema import (
     Sql,
     check_options,
@@ -99,7 +100,9 @@ class SqliteStore(Store):
         except BaseException:
             conn.close()
             raise
-        self._writer = GroupCommitWriter(conn, f"telo-sqlite-writer:{os.path.basename(self.path)}")
+        self._writer = GroupCommitWriter(
+            conn, f"telo-sqlite-writer:{os.path.basename(self.path)}", group=(AppendOp, append_group)
+        )
         self._targets: dict[tuple[tuple[str, str], ...], str] = {}
         # The pool must not reference self, or the finalizer below would keep the store alive forever.
         self._pool = Pool(partial(connect, self.path, synchronous=self.synchronous,
@@ -334,31 +337,8 @@ class SqliteStore(Store):
             done.set_exception(exc)
         return done
 
-    def _append_op(self, run: str, entry: Entry) -> Op[Entry]:
-        sql = self._sql
-        params = (run, entry.path, entry.kind, entry.decision, self._target_json(entry.target), entry.value,
-                  entry.v)
-
-        def op(conn: sqlite3.Connection) -> Entry:
-            got = conn.execute(sql.append, params).fetchone()
-            if got is not None:  # the fast path: stored, seq assigned, run known — one statement
-                e = entry
-                return Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, got[0])
-            # First writer wins (reference §7): the path already has an entry — possibly written earlier in
-            # this very batch — and that stored entry is the answer.
-            stored = conn.execute(sql.select_entry, (run, entry.path)).fetchone()
-            if stored is not None:
-                return entry_from_row(stored)
-            if conn.execute(sql.run_exists, (run,)).fetchone() is None:
-                raise unknown_run(run)
-            raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
-                f"the SQLite journal refused entry {entry.path!r} of run {run!r} but holds none there",
-                hint="inspect the journal with `telo runs journal`",
-                data={"run": run, "path": entry.path},
-            )
-
-        return op
+    def _append_op(self, run: str, entry: Entry) -> AppendOp:
+        return AppendOp(self._sql, run, entry, self._target_json(entry.target))
 
     def _target_json(self, target: Mapping[str, str] | None) -> str | None:
         # A run journals the same few targets over and over: encode each once.

@@ -86,6 +86,9 @@ RECORD_SELECT: Final = (
 ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq"
 
 
+_MULTI_INSERT: dict[tuple[str, int], str] = {}
+
+
 def json_text(value: Any) -> str:
     """Compact JSON, non-ASCII kept (what the PostgreSQL journal stores in its TEXT columns)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
@@ -104,6 +107,7 @@ class Sql:
     append: str
     insert_entry: str  # a row as given (tests writing legacy rows, the benchmark's raw loop)
     run_exists: str
+    seq_bases: str
     raise_floor: str
     select_entry: str
     select_entries: str
@@ -170,6 +174,11 @@ class Sql:
             insert_entry=f"INSERT OR IGNORE INTO {entries} "
             "(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             run_exists=f"SELECT 1 FROM {runs} WHERE run = ?",
+            # the seq base of each run of a JSON array of ids, as one JSON object {run: base}: one statement
+            # text whatever the count, and one row to fetch
+            seq_bases=f"SELECT json_group_object(r.run, max(r.last_seq, ifnull((SELECT max(e.seq) "
+            f"FROM {entries} e WHERE e.run = r.run), 0))) FROM {runs} r "
+            "WHERE r.run IN (SELECT value FROM json_each(?))",
             raise_floor=f"UPDATE {runs} SET last_seq = max(last_seq, ifnull((SELECT max(seq) FROM {entries} "
             "WHERE run = ?1 AND seq < ?2), 0)) WHERE run = ?1",
             select_entry=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? AND path = ?",
@@ -201,6 +210,17 @@ class Sql:
             due_claimed=f"SELECT r.run, r.due_at, r.claim_holder FROM {runs} r WHERE {due_where} "
             "AND r.claim_holder IS NOT NULL AND r.claim_until > :now",
         )
+
+    def insert_entries(self, rows: int) -> str:
+        """``INSERT OR IGNORE`` of ``rows`` entry rows at once (8 parameters each, ENTRY_COLUMNS order)."""
+        text = _MULTI_INSERT.get((self.entries, rows))
+        if text is None:
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+            text = _MULTI_INSERT[(self.entries, rows)] = (
+                f"INSERT OR IGNORE INTO {self.entries} "
+                f"(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES {values}"
+            )
+        return text
 
     def update(self, columns: Sequence[str]) -> str:
         sets = ", ".join(f"{c} = ?" for c in columns)

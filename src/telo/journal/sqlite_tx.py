@@ -7,7 +7,6 @@ store's appends and reads in that context (and in helper threads that copied it)
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from contextvars import ContextVar
 from itertools import count
 from typing import TYPE_CHECKING
 
-from telo.journal.sqlite_writer import check_process, closed_error
+from telo.journal.sqlite_writer import check_process, closed_error, fork_generation
 from telo.journal.store import StoreTransaction
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ class Pool:
 
     def __init__(self, make: Callable[[], sqlite3.Connection]) -> None:
         self._make = make
-        self._pid = os.getpid()
+        self._generation = fork_generation()
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -56,7 +55,7 @@ class Pool:
         with self._lock:
             if self._closed:
                 raise closed_error()
-            check_process(self._pid)
+            check_process(self._generation)
             if self._idle:
                 return self._idle.pop()
         return self._make()

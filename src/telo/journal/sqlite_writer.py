@@ -33,6 +33,8 @@ from typing import Any, Final, Generic, TypeVar
 from telo.errors import JournalError
 
 T = TypeVar("T")
+# Runs a group of operations together: (ok, result or error) per operation, in order.
+GroupRunner = Callable[[sqlite3.Connection, list[Any]], list[tuple[bool, Any]]]
 
 # A batch bigger than this gains nothing more from sharing an fsync and only delays its first callers.
 MAX_BATCH: Final = 512
@@ -100,10 +102,28 @@ def closed_error() -> JournalError:
     )
 
 
-def check_process(pid: int) -> None:
+class _Forks:
+    """Counts fork()s into this process, so a store can tell it was inherited (without a syscall per call)."""
+
+    generation = 0
+
+
+def _forked() -> None:
+    _Forks.generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
+
+
+def fork_generation() -> int:
+    return _Forks.generation
+
+
+def check_process(generation: int) -> None:
     """Refuse use in a forked child: the writer thread did not survive the fork, and SQLite connections
     must not cross one."""
-    if os.getpid() != pid:
+    if _Forks.generation != generation:
         raise JournalError(
             "ERR_JOURNAL_FORKED",
             "this SQLite journal store was opened in a parent process and cannot be used after fork()",
@@ -123,14 +143,23 @@ class GroupCommitWriter:
     caller never takes queued operations, so queued ones keep their FIFO order.
     """
 
-    def __init__(self, conn: sqlite3.Connection, name: str, *, inline_when_idle: bool = True) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        name: str,
+        *,
+        inline_when_idle: bool = True,
+        group: tuple[type, GroupRunner] | None = None,
+    ) -> None:
         self._conn = conn
+        # Consecutive operations whose function is of this type run together through the runner.
+        self._group = group
         self._conn_lock = threading.Lock()
         self._queue: queue.SimpleQueue[_Op[Any] | object] = queue.SimpleQueue()
         self._lock = threading.Lock()  # guards _closed against a concurrent enqueue
         self._closed = False
         self._inline = inline_when_idle
-        self._pid = os.getpid()
+        self._generation = fork_generation()
         self.stats = WriterStats()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self._thread.start()
@@ -152,7 +181,7 @@ class GroupCommitWriter:
             try:
                 if self._closed:
                     raise closed_error()
-                check_process(self._pid)
+                check_process(self._generation)
                 self._run_batch([op])
                 self.stats.inline_commits += op.ok
             finally:
@@ -167,7 +196,7 @@ class GroupCommitWriter:
         with self._lock:
             if self._closed:
                 raise closed_error()
-            check_process(self._pid)
+            check_process(self._generation)
             self._queue.put(op)
 
     def close(self) -> None:
@@ -243,28 +272,23 @@ class GroupCommitWriter:
             self._fail_batch(live, exc)
             return
         outcomes: list[tuple[bool, Any]] = []
-        for op in live:
-            try:
-                if op.isolated:
-                    conn.execute("SAVEPOINT op")
-                    try:
-                        result = op.fn(conn)
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.execute("ROLLBACK TO op")
-                            conn.execute("RELEASE op")
-                        raise
-                    conn.execute("RELEASE op")
-                else:
-                    result = op.fn(conn)
-                outcomes.append((True, result))
-            except Exception as exc:
-                outcomes.append((False, exc))
+        kind = self._group[0] if self._group is not None else None
+        i = 0
+        while i < len(live):
+            j = i + 1
+            if kind is not None and type(live[i].fn) is kind:
+                while j < len(live) and type(live[j].fn) is kind:
+                    j += 1
+            if j - i > 1:
+                outcomes += self._run_group(live[i:j])
+            else:
+                outcomes.append(self._run_one(live[i]))
             if not conn.in_transaction:
                 # SQLite rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, ...): nothing of
                 # this batch took effect, so no operation of it may report success.
                 self._fail_batch(live, _lost(outcomes))
                 return
+            i = j
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -283,6 +307,45 @@ class GroupCommitWriter:
             else:
                 stats.failed_ops += 1
             op.resolve(ok, value)
+
+    def _run_one(self, op: _Op[Any]) -> tuple[bool, Any]:
+        conn = self._conn
+        try:
+            if not op.isolated:
+                return True, op.fn(conn)
+            conn.execute("SAVEPOINT op")
+            try:
+                result = op.fn(conn)
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                raise
+            conn.execute("RELEASE op")
+            return True, result
+        except Exception as exc:
+            return False, exc
+
+    def _run_group(self, ops: list[_Op[Any]]) -> list[tuple[bool, Any]]:
+        assert self._group is not None
+        conn = self._conn
+        conn.execute("SAVEPOINT grp")
+        try:
+            results = self._group[1](conn, [op.fn for op in ops])
+        except Exception as exc:
+            if not conn.in_transaction:
+                return [(False, exc)] * len(ops)  # the batch is lost; _execute fails it
+            conn.execute("ROLLBACK TO grp")
+            conn.execute("RELEASE grp")
+            # Undone: run them one at a time, which isolates whatever failed.
+            results = []
+            for op in ops:
+                results.append(self._run_one(op))
+                if not conn.in_transaction:
+                    return results + [(False, exc)] * (len(ops) - len(results))
+            return results
+        conn.execute("RELEASE grp")
+        return results
 
     def _fail_batch(self, ops: list[_Op[Any]], exc: BaseException) -> None:
         self.stats.failed_batches += 1

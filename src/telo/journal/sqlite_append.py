@@ -1,0 +1,126 @@
+"""Appends to the SQLite journal: one at a time, or a batch's worth at once (reference §7 append).
+
+Alone, an append is one statement (``Sql.append``): ``INSERT OR IGNORE … SELECT … FROM runs … RETURNING
+seq`` checks the run exists, numbers the entry and stores it, first writer wins.
+
+In a group-commit batch, consecutive appends run as a group (:func:`append_group`): one query returns the
+seq base of every run involved as one JSON object, the seqs are numbered in Python in batch order, and
+multi-row ``INSERT … VALUES (…), (…)`` statements store them all (row counts split into powers of two, so
+a handful of statement texts serve every batch size). Why: each SQLite call drops and retakes the GIL, and
+with many caller threads waiting for it, every drop hands it to one of them for a while. Per append that
+was two hand-offs on the writer's critical path; per group it is now a few.
+
+The group keeps every single-append rule:
+
+- **first writer wins**: ``INSERT OR IGNORE``; when fewer rows went in than were sent, each entry is looked up
+  and an entry whose stored seq is not the one assigned to it lost to an earlier writer (a pre-existing row
+  always has a seq at or below the run's base, every assigned seq is above it), and gets the stored entry;
+- **one entry per path within the batch**: a repeated (run, path) is sent once; the repeats get the stored
+  entry of the first;
+- **unknown run**: a run without a base is left to the single path, which raises for it alone;
+- **isolation**: should anything fail, the caller rolls the group back to a savepoint and runs it one
+  append at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
+from telo.journal.memory import unknown_run
+from telo.journal.model import Entry
+from telo.journal.sqlite_schema import Sql, entry_from_row
+
+
+class AppendOp:
+    """One append as a writer operation: callable alone, and groupable by :func:`append_group`."""
+
+    __slots__ = ("entry", "run", "sql", "target")
+
+    def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None) -> None:
+        self.sql = sql
+        self.run = run
+        self.entry = entry
+        self.target = target  # the entry's target as JSON text
+
+    def __call__(self, conn: sqlite3.Connection) -> Entry:
+        e = self.entry
+        got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v))
+        row = got.fetchone()
+        if row is not None:  # stored, seq assigned, run known: one statement
+            return self.stored(row[0])
+        # First writer wins: the path already has an entry (possibly from earlier in this very batch).
+        return self.existing(conn)
+
+    def stored(self, seq: int) -> Entry:
+        e = self.entry
+        return Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, seq)
+
+    def existing(self, conn: sqlite3.Connection) -> Entry:
+        """The entry stored at this op's path, which an earlier writer put there."""
+        row = conn.execute(self.sql.select_entry, (self.run, self.entry.path)).fetchone()
+        if row is not None:
+            return entry_from_row(row)
+        if conn.execute(self.sql.run_exists, (self.run,)).fetchone() is None:
+            raise unknown_run(self.run)
+        raise JournalCorrupt(
+            ERR_DURABLE_JOURNAL_CORRUPT,
+            f"the SQLite journal refused entry {self.entry.path!r} of run {self.run!r} but holds none there",
+            hint="inspect the journal with `telo runs journal`",
+            data={"run": self.run, "path": self.entry.path},
+        )
+
+
+def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bool, Any]]:
+    """Run consecutive appends of one batch together; (ok, entry or error) per op, in order.
+
+    Raises only for a failure the caller must undo (it then reruns the ops one by one).
+    """
+    sql = ops[0].sql
+    runs = sorted({op.run for op in ops})
+    bases: dict[str, int] = json.loads(conn.execute(sql.seq_bases, (json.dumps(runs),)).fetchone()[0] or "{}")
+    first: dict[tuple[str, str], int] = {}  # (run, path) -> index of the op that writes it
+    assigned: list[int | None] = [None] * len(ops)
+    params: list[Any] = []  # the rows' parameters, flat
+    for i, op in enumerate(ops):
+        key = (op.run, op.entry.path)
+        base = bases.get(op.run)
+        if base is None or key in first:
+            continue  # unknown run (the single path raises for it), or a repeat (gets the first's entry)
+        first[key] = i
+        bases[op.run] = assigned[i] = seq = base + 1
+        e = op.entry
+        params += (op.run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v)
+    rows = len(params) // 8
+    inserted = done = 0
+    for size in _chunks(rows):
+        inserted += conn.execute(sql.insert_entries(size), params[done * 8 : (done + size) * 8]).rowcount
+        done += size
+    all_in = inserted == rows
+    results: list[tuple[bool, Any]] = []
+    for i, op in enumerate(ops):
+        mine = assigned[i]
+        if mine is not None and all_in:  # the common case: every row went in
+            results.append((True, op.stored(mine)))
+            continue
+        try:
+            stored = op.existing(conn)  # a repeat gets the first's entry; an unknown run raises
+            results.append((True, op.stored(mine) if mine is not None and stored.seq == mine else stored))
+        except Exception as exc:
+            results.append((False, exc))
+    return results
+
+
+def _chunks(rows: int) -> list[int]:
+    """``rows`` as a sum of powers of two up to 256, largest first: few distinct statement texts to prepare
+    and cache, and each well inside SQLite's limit on bound parameters."""
+    sizes = []
+    size = 256
+    while rows:
+        while rows >= size:
+            sizes.append(size)
+            rows -= size
+        size //= 2
+    return sizes
