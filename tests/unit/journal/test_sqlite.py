@@ -543,3 +543,53 @@ def test_a_transaction_that_cannot_begin_fails_clearly(path: str) -> None:
             other.close()
         with store.transaction() as tx:
             assert store.writes_inside(tx)
+
+
+# --- appends grouped within a batch (sqlite_append.append_group) -----------------------------------------
+
+
+def test_a_grouped_batch_numbers_in_order_and_keeps_first_writer_wins(store: SqliteStore) -> None:
+    for run in ("a", "b"):
+        _admit(store, run)
+    early = store.append("a", Entry.decided("p1", "value", "early"))
+    store.append("b", Entry.decided("p0", "value", 0))
+    assert store.truncate_before("b", 10_000) == 1  # b's seq floor is now above anything stored
+    gate = Gate(store)
+    futures = [store.submit_append(run, Entry.decided(f"p{i}", "value", f"{run}{i}"))
+               for i in range(300) for run in ("a", "b")]  # > 256 rows: several INSERT chunks
+    futures.append(store.submit_append("ghost", Entry.decided("p", "value", 1)))
+    gate.open()
+    got = [f.result(10) for f in futures[:-1]]
+    with pytest.raises(TeloError) as exc:
+        futures[-1].result(10)
+    assert exc.value.code == "ERR_DURABLE_RUN_NOT_FOUND"
+    a, b = got[0::2], got[1::2]
+    assert a[1] == early  # p1 of "a" existed: the stored entry comes back
+    assert [json.loads(e.value or "") for e in a[:3]] == ["a0", "early", "a2"]
+    for run, entries in (("a", a), ("b", b)):
+        stored = store.read_entries(run)
+        assert {e.path: e for e in stored} == {e.path: e for e in entries}
+        seqs = [e.seq or 0 for e in entries if e != early]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # submission order
+    assert min(e.seq or 0 for e in b) > 1  # above the floor left by truncation
+
+
+def test_a_failing_group_is_undone_and_rerun_one_by_one(store: SqliteStore) -> None:
+    _admit(store)
+    assert store._writer._group is not None
+    kind, runner = store._writer._group
+    calls: list[int] = []
+
+    def broken_runner(conn: sqlite3.Connection, ops: list[object]) -> list[tuple[bool, object]]:
+        calls.append(len(ops))
+        runner(conn, ops)  # writes everything ...
+        raise sqlite3.OperationalError("... then fails")
+
+    store._writer._group = (kind, broken_runner)
+    gate = Gate(store)
+    futures = [store.submit_append("r1", Entry.decided(f"p{i}", "value", i)) for i in range(5)]
+    gate.open()
+    got = [f.result(10) for f in futures]
+    assert calls == [5]
+    assert store.read_entries("r1") == got  # written once each, by the one-by-one rerun
+    assert [e.path for e in got] == [f"p{i}" for i in range(5)]
