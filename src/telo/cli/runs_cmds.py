@@ -180,15 +180,17 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 @cli.command("resume")
 @click.argument("run")
 @click.option("--reason", default="resumed by operator")
+@click.option("--force", is_flag=True, help="Continue a run held because its manifest changed (recorded).")
 @journal_option
 @manifest_option
 @json_option
-def resume_command(run: str, reason: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
+def resume_command(run: str, reason: str, force: bool, journal: str | None, manifest: str | None,
+                   as_json: bool) -> None:
     """Continue a parked run now (an operator override, recorded in the journal)."""
     from telo.durable.addressing import resume_run
 
     with open_journal(journal, manifest) as store:
-        emit(dict(resume_run(store, run, reason, int(time.time() * 1000))), as_json)
+        emit(dict(resume_run(store, run, reason, int(time.time() * 1000), force=force)), as_json)
 
 
 @cli.command("resolve")

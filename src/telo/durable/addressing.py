@@ -194,21 +194,34 @@ class Resume(_Addressing):
 
     async def invoke(self, inputs: Any) -> Any:
         run = self.run_id(inputs)
-        return await asyncio.to_thread(resume_run, self._journal().store, run,
-                                       str(self.config.get("reason", "resumed by operator")), self.app.clock.now_ms())
+        reason = str(self.config.get("reason", "resumed by operator"))
+        # The kind IS the operator override: it continues a run held on a manifest change too (recorded).
+        return await asyncio.to_thread(lambda: resume_run(self._journal().store, run, reason,
+                                                          self.app.clock.now_ms(), force=True))
 
 
-def resume_run(store: Any, run: str, reason: str, now_ms: int) -> Mapping[str, Any]:
+def resume_run(store: Any, run: str, reason: str, now_ms: int, *, force: bool = False) -> Mapping[str, Any]:
+    """Continue a parked run now (reference §6 "Local.Resume"), recorded as ``override/resume/<ms>``. A run
+    HELD because its manifest changed continues only with ``force``, which records the acceptance at the
+    hold's own path (spec §9 ERR_DURABLE_MANIFEST_CHANGED)."""
     record = store.read_run(run)
     if record is None:
         raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
                         hint="list the journal's runs with `telo runs list`", data={"run": run})
     if record.terminal:
         return {"resumed": False, "status": record.status}
+    at = Timestamp.from_epoch_millis(now_ms).to_text()
+    held = record.status == "parked" and record.parked is not None and "@manifest[" in record.parked.path
+    if held and record.parked is not None:
+        if not force:
+            raise TeloError("ERR_DURABLE_MANIFEST_CHANGED", record.parked.reason or f"run {run!r} is held",
+                            hint=f"continue it against the new manifest with `telo resume {run} --force`",
+                            data={"run": run})
+        store.append(run, Entry.decided(record.parked.path, "digest", {"accept": True, "reason": reason, "at": at}))
     store.append(run, Entry.decided(paths.resume_override_path(now_ms), "value",
-                                    {"reason": reason, "at": Timestamp.from_epoch_millis(now_ms).to_text()}))
+                                    {"reason": reason, "at": at, "force": force}))
     store.unpark(run)
-    return {"run": run, "resumed": True}
+    return {"run": run, "resumed": True, "forced": held}
 
 
 def resolve_unconfirmed(store: Any, run: str, path: str, action: str, value: Any = NO_VALUE,

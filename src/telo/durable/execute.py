@@ -20,12 +20,13 @@ from typing import Any
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
+from telo.durable.digest import DIGEST_PATH, Digest, changes, describe_changes, held_path, hold_path
 from telo.durable.effects import EffectPolicy
 from telo.durable.handle import LocalRunHandle, RunCancelled
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
 from telo.engine.steps import Evaluable, Step
-from telo.engine.suspend import Suspension
+from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
@@ -47,6 +48,7 @@ class WorkflowBody:
     module_scope: Callable[[], Mapping[str, Any]] = dict
     kind: str = "DurableLocal.Workflow"
     effect_policy: Callable[[Mapping[str, str] | None], EffectPolicy] | None = None
+    digest: Digest | None = None
 
 
 @dataclass
@@ -103,6 +105,8 @@ async def execute_run(
 
     try:
         with entered(ctx):
+            if body.digest is not None:
+                await _check_digest(store, handle, run, body.digest, body.name)
             module = dict(body.module_scope())
             inputs_ev = body.inputs
             inputs = await handle.decide(
@@ -148,6 +152,35 @@ async def execute_run(
     execution = _done(run, "completed", handle)
     execution.result, execution.record = result, record
     return execution
+
+
+async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, current: Digest, workflow: str) -> None:
+    """Hold a run whose reachable manifest changed since it started (spec §9 ERR_DURABLE_MANIFEST_CHANGED),
+    unless an operator accepted exactly this change (``telo resume --force``)."""
+    recorded = await handle.decide(DIGEST_PATH, "digest", current.record)
+    if not isinstance(recorded, Mapping) or recorded.get("digest") == current.value:
+        return
+    holds = 0
+    while handle.recorded(held_path(holds)) is not None:
+        held = handle.recorded(held_path(holds))
+        accepted = handle.recorded(hold_path(holds))
+        if held is not None and accepted is not None and held.decode(run).get("digest") == current.value:
+            record = await store.read_run(run)
+            if record is not None and record.manifest_digest != current.value:
+                await store.update_run(run, manifest_digest=current.value, digest_scope=current.scope)
+            return  # accepted by an operator: continue with the new manifest
+        holds += 1
+    diff = changes(recorded.get("resources") or {}, current.resources)
+    await handle.decide(held_path(holds), "digest",
+                        lambda: {"digest": current.value, "was": recorded.get("digest"), **diff})
+    log.warning("durable.manifest.changed", extra={"durable.run": run, "durable.changes": describe_changes(diff)})
+    await handle.park(
+        ParkWhere(hold_path(holds), workflow,
+                  f"ERR_DURABLE_MANIFEST_CHANGED: the manifest changed since run {run!r} started "
+                  f"({describe_changes(diff)}), so resuming would replay it against different code; restore the "
+                  f"previous manifest and resume, or continue with the new one: `telo resume {run} --force`"),
+        ParkUntil(),
+    )
 
 
 def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from telo import faults
 from telo.clock import uuid4
 from telo.durable.aio import AsyncStore
+from telo.durable.digest import digest_of
 from telo.durable.effects import EffectPolicy
 from telo.durable.execute import Execution, WorkflowBody, execute_run
 from telo.durable.journals import Journal
@@ -55,6 +56,7 @@ class Workflow(Resource):
             self.app.module_scope,
             self.kind,
             self.effect_policy,
+            digest_of(self.app.manifest, self.name) if self.name in self.app.manifest.resources else None,
         )
         self.run_id_ev = c.value(self.config["runId"], where=f"{where}.runId") if "runId" in self.config else None
         self.on_conflict = str(self.config.get("onConflict", "attach"))
@@ -92,7 +94,10 @@ class Workflow(Resource):
         faults.point("before-admit")
         # The call inputs go into the record: a worker continuing a run whose starter died before the
         # body's inputs decision has nothing else to evaluate the workflow's `inputs:` against.
-        admitted = await store.admit(Admission.of(run, workflow=self.name, inputs=inputs))
+        digest = self.body.digest
+        admitted = await store.admit(Admission.of(run, workflow=self.name, inputs=inputs,
+                                                  manifest_digest=digest.value if digest else None,
+                                                  digest_scope=digest.scope if digest else None))
         clock = self.app.clock
         if not admitted.admitted:
             record = admitted.record
