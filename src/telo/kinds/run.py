@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from telo.engine.composers import Catch, Choice, IterationSpec, LoopSpec, run_choice, run_iteration, run_loop
@@ -10,6 +11,7 @@ from telo.engine.context import derive, entered, root
 from telo.engine.dispatch import dispatch
 from telo.engine.interpreter import run_steps
 from telo.engine.steps import Evaluable, Step, compile_steps
+from telo.errors import TeloError
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, as_invocable
 
@@ -53,20 +55,90 @@ class Sequence(_Body):
         await dispatch(as_invocable(self), self.app.inputs, events=self.app.events)
 
 
+class Bindings:
+    """``bindings:`` of Run.Value / Run.Choice (reference §3): named expressions the other expressions read as
+    bare names. Lazy — one is computed only when an expression about to be evaluated reads it, at most once
+    per call — and in dependency order, whatever their order in the manifest; a cycle is refused at init."""
+
+    def __init__(self, app: Application, raw: Any, where: str) -> None:
+        raw = dict(raw) if isinstance(raw, Mapping) else {}
+        self.app = app
+        self.names = tuple(raw)
+        c = app.compiler
+        self.evaluables = {n: c.value(v, where=f"{where}.bindings.{n}", names=self.names) for n, v in raw.items()}
+        self.reads = {n: c.reads(v, self.names) for n, v in raw.items()}
+        cycle = _cycle(self.reads)
+        if cycle:
+            raise TeloError("ERR_MANIFEST_VALIDATION_FAILED",
+                            f"{where}.bindings: {' → '.join(cycle)} read each other in a cycle",
+                            hint="a binding may read other bindings, but not itself through them")
+
+    def compile(self, node: Any, where: str) -> Evaluable:
+        """An expression that may read the bindings: evaluating it first computes the ones it reads."""
+        ev = self.app.compiler.value(node, where=where, names=self.names)
+        reads = self.app.compiler.reads(node, self.names)
+        return _Lazy(ev.where, ev, reads, self) if reads else ev
+
+    def ensure(self, scope: dict[str, Any], wanted: frozenset[str]) -> None:
+        """Compute the ``wanted`` bindings (and those they read) into ``scope``, each once per call."""
+        done: set[str] = scope.setdefault(_DONE, set())
+        for name in self.names:
+            if name in wanted and name not in done:
+                self.ensure(scope, self.reads[name])
+                scope[name] = self.evaluables[name].evaluate(scope)
+                done.add(name)
+
+
+_DONE = "@bindings"  # scope key of the bindings computed in this call (not a CEL identifier: never read)
+
+
+@dataclass(slots=True)  # not frozen: the Evaluable protocol's `where` is a plain attribute
+class _Lazy:
+    where: str
+    inner: Evaluable
+    reads: frozenset[str]
+    bindings: Bindings
+
+    def evaluate(self, scope: Mapping[str, Any]) -> Any:
+        assert isinstance(scope, dict), "a bindings scope is the call's own dict"
+        self.bindings.ensure(scope, self.reads)
+        return self.inner.evaluate(scope)
+
+
+def _cycle(reads: Mapping[str, frozenset[str]]) -> list[str]:
+    """A dependency cycle among bindings, as the names along it (empty when there is none)."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = finished
+    path: list[str] = []
+
+    def visit(name: str) -> list[str]:
+        state[name] = 1
+        path.append(name)
+        for dep in sorted(reads.get(name, ())):
+            if state.get(dep) == 1:
+                return [*path[path.index(dep):], dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        path.pop()
+        state[name] = 2
+        return []
+
+    for name in reads:
+        if name not in state and (found := visit(name)):
+            return found
+    return []
+
+
 class Value(Resource):
     kind = "Run.Value"
 
     async def init(self) -> None:
         self.contract = contract_for(self.app, self.config)
-        self.value = self.app.compiler.value(self.config.get("value"), where=f"Run.Value {self.name!r}.value")
-        self.bindings = {k: self.app.compiler.value(v, where=f"Run.Value {self.name!r}.bindings.{k}")
-                         for k, v in (self.config.get("bindings") or {}).items()}
+        where = f"Run.Value {self.name!r}"
+        self.value = Bindings(self.app, self.config.get("bindings"), where).compile(self.config.get("value"),
+                                                                                     f"{where}.value")
 
     async def invoke(self, inputs: Any) -> Any:
-        scope: dict[str, Any] = {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
-        for name, ev in self.bindings.items():  # bindings see the inputs and the bindings before them
-            scope[name] = ev.evaluate(scope)
-        return self.value.evaluate(scope)
+        return self.value.evaluate({**self.app.module_scope(), "inputs": inputs if inputs is not None else {}})
 
 
 def _catches(app: Application, raw: Any, where: str) -> tuple[Catch, ...]:
@@ -121,20 +193,16 @@ class ChoiceKind(Resource):
     kind = "Run.Choice"
 
     async def init(self) -> None:
-        c = self.app.compiler
         where = f"Run.Choice {self.name!r}"
-        self.choices = [Choice(c.value(x.get("when"), where=f"{where}.choices[{i}].when"),
-                               c.value(x.get("value"), where=f"{where}.choices[{i}].value"))
+        b = Bindings(self.app, self.config.get("bindings"), where)
+        self.choices = [Choice(b.compile(x.get("when"), f"{where}.choices[{i}].when"),
+                               b.compile(x.get("value"), f"{where}.choices[{i}].value"))
                         for i, x in enumerate(self.config.get("choices") or [])]
         default = self.config.get("default")
-        self.default = c.value(default.get("value"), where=f"{where}.default") if isinstance(default, Mapping) else None
-        self.bindings = {k: c.value(v, where=f"{where}.bindings.{k}")
-                         for k, v in (self.config.get("bindings") or {}).items()}
+        self.default = b.compile(default.get("value"), f"{where}.default") if isinstance(default, Mapping) else None
 
     async def invoke(self, inputs: Any) -> Any:
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
-        for name, ev in self.bindings.items():
-            scope[name] = ev.evaluate(scope)
         return run_choice(self.name, self.choices, self.default, scope)
 
 

@@ -7,7 +7,7 @@ so a compile or type error is reported before anything runs, with its ``file:lin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from telo.errors import TeloError
 from telo.manifest import Cel, Ref, Template
 
 if TYPE_CHECKING:
+    from telo.cel import CelEnvironment, Program
     from telo.runtime.app import Application
 
 Node = Callable[[Mapping[str, Any]], Any]
@@ -88,9 +89,33 @@ class Compiler:
         from telo.cel import CelEnvironment
 
         self.env = CelEnvironment()
+        self._envs: dict[tuple[str, ...], CelEnvironment] = {(): self.env}
 
-    def cel(self, node: Cel) -> Node:
-        program = self.env.compile(node.text, source=node.pos.file, line=node.pos.line, column=node.pos.column)
+    def environment(self, names: Iterable[str] = ()) -> CelEnvironment:
+        """The CEL environment declaring the standard scope names plus ``names`` (e.g. the ``bindings:`` of a
+        ``Run.Value``/``Run.Choice``, which its expressions read as bare names)."""
+        key = tuple(sorted(set(names)))
+        env = self._envs.get(key)
+        if env is None:
+            from telo.cel import CelEnvironment
+
+            env = self._envs[key] = CelEnvironment(dict.fromkeys(key, "dyn"))
+        return env
+
+    def program(self, node: Cel, names: Iterable[str] = ()) -> Program:
+        return self.environment(names).compile(node.text, source=node.pos.file, line=node.pos.line,
+                                               column=node.pos.column)
+
+    def reads(self, node: Any, names: Iterable[str]) -> frozenset[str]:
+        """Which of ``names`` the expressions inside ``node`` read."""
+        wanted = frozenset(names)
+        found: set[str] = set()
+        for cel in _expressions(node):
+            found.update(wanted.intersection(self.program(cel, wanted).variables))
+        return frozenset(found)
+
+    def cel(self, node: Cel, names: Iterable[str] = ()) -> Node:
+        program = self.program(node, names)
         clock = self.app.clock
 
         def run(scope: Mapping[str, Any]) -> Any:
@@ -98,34 +123,48 @@ class Compiler:
 
         return run
 
-    def node(self, node: Any) -> Node:
+    def node(self, node: Any, names: Iterable[str] = ()) -> Node:
         if isinstance(node, Cel):
-            return self.cel(node)
+            return self.cel(node, names)
         if isinstance(node, Template):
-            parts: list[Node | str] = [self.cel(p) if isinstance(p, Cel) else p for p in node.parts]
+            parts: list[Node | str] = [self.cel(p, names) if isinstance(p, Cel) else p for p in node.parts]
 
             def interpolate(scope: Mapping[str, Any]) -> Any:
                 return "".join(p if isinstance(p, str) else _template_text(p(scope)) for p in parts)
 
             return interpolate
         if isinstance(node, Mapping) and has_expressions(node):
-            items = [(k, self.node(v)) for k, v in node.items()]
+            items = [(k, self.node(v, names)) for k, v in node.items()]
             return lambda scope: {k: f(scope) for k, f in items}
         if isinstance(node, list) and has_expressions(node):
-            fns = [self.node(v) for v in node]
+            fns = [self.node(v, names) for v in node]
             return lambda scope: [f(scope) for f in fns]
         return _constant(node)
 
-    def value(self, node: Any, *, where: str) -> Any:
+    def value(self, node: Any, *, where: str, names: Iterable[str] = ()) -> Any:
+        """Compile ``node``; its expressions may also read ``names`` (declared ``dyn``) from the scope."""
         if not has_expressions(node):
             return Constant(node, _where(node, where))
-        return Tree(self.node(node), _where(node, where))
+        return Tree(self.node(node, names), _where(node, where))
 
     def target(self, node: Any, *, where: str, step_path: Sequence[str | int], step_name: str) -> Any:
         if isinstance(node, Ref):
             return ResourceTarget(self.app, node, str(node.pos))
         raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where}: `invoke` must be `!ref <resource>` or an inline resource",
                         hint="write invoke: !ref myFunction")
+
+
+def _expressions(node: Any) -> Iterator[Cel]:
+    if isinstance(node, Cel):
+        yield node
+    elif isinstance(node, Template):
+        yield from node.expressions
+    elif isinstance(node, Mapping):
+        for v in node.values():
+            yield from _expressions(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _expressions(v)
 
 
 def _constant(value: Any) -> Node:

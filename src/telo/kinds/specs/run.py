@@ -96,7 +96,7 @@ CHOICE = KindSpec(
             },
             "default": {"type": "object", "properties": {"value": runtime(**_BINDINGS)}, "required": ["value"],
                         "additionalProperties": False},
-            "bindings": {"type": "object", "additionalProperties": runtime()},
+            "bindings": {"type": "object", "additionalProperties": runtime(**_BINDINGS)},
             "inputType": type_slot(),
             "outputType": type_slot(),
         },
