@@ -99,6 +99,14 @@ def test_an_unbounded_loop_is_refused_at_load() -> None:
     assert "nothing was run" in run.stderr
 
 
+def test_bindings_reading_each_other_in_a_cycle_are_refused() -> None:
+    fixture = HERE / "__fixtures__" / "binding_cycle.yaml"
+    run = subprocess.run([sys.executable, "-m", "telo", "run", str(fixture)], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode != 0
+    assert "a → b → a read each other in a cycle" in run.stderr
+
+
 def test_a_failing_scenario_fails() -> None:
     """The driver is not vacuous: a manifest whose assertion fails, and one whose Assert.Events does not
     match, are both reported FAIL."""
