@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
 from telo.errors import TeloError, TypedFrameUnencodable
+from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, StepContext
 from telo.values import encode_frame
 
@@ -62,6 +63,7 @@ class PythonFunction(Resource):
 
     def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
+        self.contract = contract_for(app, config)  # inputType / outputType, checked at the dispatch chokepoint
         self.fn: Callable[..., Any] | None = None
         self.idempotent = bool(config.get("idempotent", False))
         self.key_consuming = bool(config.get("keyConsuming", False))
