@@ -101,14 +101,15 @@ def discover(paths: Sequence[str]) -> list[Path]:
 
 def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
     start = time.monotonic()
-    env = dict(os.environ)
-    for name in (".env", ".env.local"):  # reference §14: .env, then .env.local, then the host environment
-        env_file = manifest.parent / name
+    env: dict[str, str] = {}
+    for name in (".env", ".env.local"):  # reference §14: .env, then .env.local, then the host environment,
+        env_file = manifest.parent / name  # later sources overriding earlier ones
         if env_file.is_file():
             for line in env_file.read_text().splitlines():
                 k, sep, v = line.partition("=")
                 if sep and k.strip() and not line.lstrip().startswith("#"):
-                    env.setdefault(k.strip(), v.strip())
+                    env[k.strip()] = v.strip()
+    env.update(os.environ)
     try:
         proc = subprocess.run([sys.executable, "-m", "telo", "run", str(manifest)], capture_output=True, text=True,
                               timeout=timeout, env=env, stdin=subprocess.DEVNULL)
