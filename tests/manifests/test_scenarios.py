@@ -99,6 +99,14 @@ def test_an_unbounded_loop_is_refused_at_load() -> None:
     assert "nothing was run" in run.stderr
 
 
+def test_the_host_environment_overrides_env_files() -> None:
+    """env/variables_secrets.yaml covers .env and .env.local; the host environment wins over both."""
+    fixture = HERE / "__fixtures__" / "env_host" / "host_wins.yaml"
+    proc = subprocess.run([sys.executable, "-m", "telo", "test", str(fixture)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "TELO_SCENARIO_HOST_WINS": "from the host"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_bindings_reading_each_other_in_a_cycle_are_refused() -> None:
     fixture = HERE / "__fixtures__" / "binding_cycle.yaml"
     run = subprocess.run([sys.executable, "-m", "telo", "run", str(fixture)], cwd=REPO, capture_output=True,
