@@ -211,8 +211,14 @@ class Detach(Resource):
 
     kind = "Run.Detach"
 
+    async def init(self) -> None:
+        node = self.config.get("inputs")  # the target's inputs, against {inputs}; default the call inputs
+        self.inputs = None if node is None else self.app.compiler.value(node, where=f"Run.Detach {self.name!r}.inputs")
+
     async def invoke(self, inputs: Any) -> Any:
         target = self.app.resource_for(self.config["invoke"])
+        if self.inputs is not None:
+            inputs = self.inputs.evaluate({**self.app.module_scope(), "inputs": inputs if inputs is not None else {}})
 
         async def detached() -> None:
             with entered(derive(root())):
