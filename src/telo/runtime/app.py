@@ -51,10 +51,19 @@ class Application:
 
     @classmethod
     def load(cls, source: str | Path, *, text: str | None = None, env: Mapping[str, str] | None = None,
-             clock: Clock = SYSTEM_CLOCK) -> Application:
-        from telo.analysis import cel_checker
+             clock: Clock = SYSTEM_CLOCK, static_checks: bool = True) -> Application:
+        """Load, then run the same static checks as ``telo check`` (reference §1 boot order): a manifest with
+        an error never runs. ``static_checks=False`` skips the zone checks, for tests of the runtime guards
+        behind them."""
+        from telo.analysis import cel_checker, zone_checks
+        from telo.manifest import ManifestLoadError
 
-        return cls(load_manifest(source, text=text, env=env, cel_checker=cel_checker), clock=clock)
+        manifest = load_manifest(source, text=text, env=env, cel_checker=cel_checker)
+        if static_checks:
+            found = zone_checks(manifest)
+            if any(d.severity == "error" for d in found):
+                raise ManifestLoadError(str(source), [*manifest.diagnostics, *found])
+        return cls(manifest, clock=clock)
 
     # --- resources ------------------------------------------------------------------------------------
 
