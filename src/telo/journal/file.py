@@ -65,19 +65,7 @@ class FileStore(Store):
     # --- runs ------------------------------------------------------------------------------------------
 
     def _admitted(self, admission: Admission) -> RunRecord:
-        now = self._clock.now_ms()
-        return RunRecord(
-            run=admission.run,
-            status=admission.status,
-            due_at=admission.due_at,
-            inputs=admission.inputs,
-            inputs_v=admission.inputs_v,
-            workflow=admission.workflow,
-            manifest_digest=admission.manifest_digest,
-            digest_scope=admission.digest_scope,
-            created_at=now,
-            updated_at=now,
-        )
+        return admission.record(self._clock.now_ms())
 
     def admit(self, admission: Admission) -> AdmitResult:
         """Reference §7 "Admission": an exclusive create with the header, else the existing record."""

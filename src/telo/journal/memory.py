@@ -53,19 +53,7 @@ class MemoryStore(Store):
             existing = self._runs.get(admission.run)
             if existing is not None:
                 return AdmitResult(False, existing)
-            now = self._clock.now_ms()
-            record = RunRecord(
-                run=admission.run,
-                status=admission.status,
-                due_at=admission.due_at,
-                inputs=admission.inputs,
-                inputs_v=admission.inputs_v,
-                workflow=admission.workflow,
-                manifest_digest=admission.manifest_digest,
-                digest_scope=admission.digest_scope,
-                created_at=now,
-                updated_at=now,
-            )
+            record = admission.record(self._clock.now_ms())
             self._runs[admission.run] = record
             self._entries[admission.run] = {}
             self._seq.setdefault(admission.run, 0)

@@ -322,6 +322,22 @@ class Admission:
         )
 
 
+    def record(self, now_ms: int) -> RunRecord:
+        """The run record this admission creates at ``now_ms`` (what every store writes on admit)."""
+        return RunRecord(
+            run=self.run,
+            status=self.status,
+            due_at=self.due_at,
+            inputs=self.inputs,
+            inputs_v=self.inputs_v,
+            workflow=self.workflow,
+            manifest_digest=self.manifest_digest,
+            digest_scope=self.digest_scope,
+            created_at=now_ms,
+            updated_at=now_ms,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class AdmitResult:
     admitted: bool
