@@ -107,6 +107,17 @@ def test_the_host_environment_overrides_env_files() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_unreadable_variables_are_all_reported_and_nothing_runs() -> None:
+    fixture = HERE / "__fixtures__" / "env_missing" / "missing.yaml"
+    env = {k: v for k, v in os.environ.items() if k != "TELO_SCENARIO_SURELY_UNSET"}
+    proc = subprocess.run([sys.executable, "-m", "telo", "run", str(fixture)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**env, "TELO_SCENARIO_BAD_INT": "abc"})
+    assert proc.returncode != 0
+    assert "ERR_MANIFEST_VALIDATION_FAILED" in proc.stderr
+    assert "TELO_SCENARIO_SURELY_UNSET" in proc.stderr and "TELO_SCENARIO_BAD_INT" in proc.stderr
+    assert "2 problem(s); nothing was run" in proc.stderr
+
+
 def test_bindings_reading_each_other_in_a_cycle_are_refused() -> None:
     fixture = HERE / "__fixtures__" / "binding_cycle.yaml"
     run = subprocess.run([sys.executable, "-m", "telo", "run", str(fixture)], cwd=REPO, capture_output=True,

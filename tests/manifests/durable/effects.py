@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 _calls: Counter[str] = Counter()
+_remembered: dict[str, list[Any]] = {}
 
 
 def work(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -24,3 +25,13 @@ def calls(inputs: dict[str, Any]) -> dict[str, int]:
 def always_fail(inputs: dict[str, Any]) -> None:
     _calls["fail:" + str(inputs.get("label", ""))] += 1
     raise RuntimeError("the provider is down")
+
+
+def remember(inputs: dict[str, Any]) -> Any:
+    """Keeps every value it is given, per label (see `remembered`)."""
+    _remembered.setdefault(str(inputs["label"]), []).append(inputs["value"])
+    return inputs["value"]
+
+
+def remembered(inputs: dict[str, Any]) -> dict[str, list[Any]]:
+    return dict(_remembered)
