@@ -11,7 +11,6 @@ from telo import paths
 from telo.clock import uuid4
 from telo.durable.journals import Journal, compile_time
 from telo.durable.waits import deliver
-from telo.engine.steps import Evaluable
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, RunRecord
 from telo.runtime.contracts import SchemaValidator, schema_of
@@ -57,16 +56,11 @@ class _Addressing(Resource):
         assert isinstance(resource, Journal)
         return resource
 
-    def _ev(self, key: str) -> Evaluable | None:
-        node = self.config.get(key)
-        return None if node is None else self.app.compiler.value(node, where=f"{self.kind} {self.name!r}.{key}")
 
-    def _scope(self, inputs: Any) -> dict[str, Any]:
-        return {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
 
     def run_id(self, inputs: Any) -> str:
-        ev = self._ev("run")
-        run = ev.evaluate(self._scope(inputs)) if ev is not None else (inputs or {}).get("run")
+        ev = self.field("run")
+        run = ev.evaluate(self.call_scope(inputs)) if ev is not None else (inputs or {}).get("run")
         if not isinstance(run, str) or not run:
             raise TeloError("ERR_DURABLE_RUN_ID_INVALID", f"{self.kind} {self.name!r}: no run id (configure `run:` "
                             "or pass inputs.run)", data={"resource": self.name})
@@ -145,8 +139,8 @@ class Deliver(_Addressing):
     kind = "DurableLocal.Deliver"
 
     async def invoke(self, inputs: Any) -> Any:
-        scope = self._scope(inputs)
-        token_ev, payload_ev = self._ev("token"), self._ev("payload")
+        scope = self.call_scope(inputs)
+        token_ev, payload_ev = self.field("token"), self.field("payload")
         token = token_ev.evaluate(scope) if token_ev is not None else None
         if not isinstance(token, str) or not token:
             raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", f"{self.kind} {self.name!r}: the token evaluated to "
@@ -165,8 +159,9 @@ class Schedule(_Addressing):
     kind = "DurableLocal.Schedule"
 
     async def invoke(self, inputs: Any) -> Any:
-        scope = self._scope(inputs)
-        run_ev, after_ev, at_ev, inputs_ev = self._ev("runId"), self._ev("after"), self._ev("at"), self._ev("inputs")
+        scope = self.call_scope(inputs)
+        run_ev, after_ev = self.field("runId"), self.field("after")
+        at_ev, inputs_ev = self.field("at"), self.field("inputs")
         run = run_ev.evaluate(scope) if run_ev is not None else f"{self.name}:{uuid4()}"
         if not isinstance(run, str) or not run:
             raise TeloError("ERR_DURABLE_RUN_ID_INVALID",

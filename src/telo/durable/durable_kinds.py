@@ -8,7 +8,7 @@ from telo.durable.addressing import duration_ms, instant_ms
 from telo.durable.waits import await_delivery, pinned_value, sleep
 from telo.engine.context import derive, entered
 from telo.engine.interpreter import run_steps
-from telo.engine.steps import Evaluable, compile_steps
+from telo.engine.steps import compile_steps
 from telo.engine.zones import IDEMPOTENT, Zone
 from telo.errors import TeloError
 from telo.runtime.contracts import contract_for
@@ -18,16 +18,7 @@ IDEMPOTENT_REASON = ("the author asserts re-running this region is observably a 
                      "states why")
 
 
-class _Durable(Resource):
-    def _ev(self, key: str) -> Evaluable | None:
-        node = self.config.get(key)
-        return None if node is None else self.app.compiler.value(node, where=f"{self.kind} {self.name!r}.{key}")
-
-    def _scope(self, inputs: Any) -> dict[str, Any]:
-        return {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
-
-
-class Idempotent(_Durable):
+class Idempotent(Resource):
     """A region whose re-running is a no-op by the author's written word: it collapses to one entry (§8.1)."""
 
     kind = "Durable.Idempotent"
@@ -39,13 +30,13 @@ class Idempotent(_Durable):
                             f"Durable.Idempotent {self.name!r} needs a prose `reason`")
         self.steps = compile_steps(self.config.get("steps", []), self.app.compiler,
                                    where=f"{self.kind} {self.name!r}.steps")
-        self.inputs = self._ev("inputs")
+        self.inputs = self.field("inputs")
 
     def snapshot(self) -> Any:
         return {"reason": self.config.get("reason")}
 
     async def invoke(self, inputs: Any) -> Any:
-        body_inputs = self.inputs.evaluate(self._scope(inputs)) if self.inputs is not None else {}
+        body_inputs = self.inputs.evaluate(self.call_scope(inputs)) if self.inputs is not None else {}
         zone = Zone(self.kind, {IDEMPOTENT: IDEMPOTENT_REASON}, resource=self.name)
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": body_inputs, "steps": {}}
         with entered(derive(zone=zone)):
@@ -53,12 +44,12 @@ class Idempotent(_Durable):
         return {"steps": scope["steps"]}
 
 
-class Sleep(_Durable):
+class Sleep(Resource):
     kind = "Durable.Sleep"
 
     async def invoke(self, inputs: Any) -> Any:
-        scope = self._scope(inputs)
-        for_ev, until_ev = self._ev("for"), self._ev("until")
+        scope = self.call_scope(inputs)
+        for_ev, until_ev = self.field("for"), self.field("until")
         where = f"Durable.Sleep {self.name!r}"
         for_ms = duration_ms(for_ev.evaluate(scope), f"{where}.for") if for_ev is not None else None
         until_ms = (instant_ms(until_ev.evaluate(scope), "ERR_DURABLE_SLEEP_INVALID", f"{where}.until")
@@ -66,15 +57,15 @@ class Sleep(_Durable):
         return await sleep(self.name, for_ms=for_ms, until_ms=until_ms, clock=self.app.clock)
 
 
-class Await(_Durable):
+class Await(Resource):
     kind = "Durable.Await"
 
     async def init(self) -> None:
         self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
 
     async def invoke(self, inputs: Any) -> Any:
-        scope = self._scope(inputs)
-        token_ev = self._ev("token")
+        scope = self.call_scope(inputs)
+        token_ev = self.field("token")
         timeout = (inputs or {}).get("timeout") if isinstance(inputs, dict) else None
         if timeout is None and self.config.get("timeout") is not None:
             from telo.durable.journals import compile_time
@@ -88,14 +79,14 @@ class Await(_Durable):
         )
 
 
-class Value(_Durable):
+class Value(Resource):
     kind = "Durable.Value"
 
     async def init(self) -> None:
         self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
 
     async def invoke(self, inputs: Any) -> Any:
-        ev = self._ev("value")
+        ev = self.field("value")
         assert ev is not None, "the schema requires `value`"
-        scope = self._scope(inputs)
+        scope = self.call_scope(inputs)
         return await pinned_value(self.name, lambda: ev.evaluate(scope))

@@ -29,10 +29,6 @@ class _Body(Resource):
         self.contract = contract_for(app, config)
         self.steps: tuple[Step, ...] = ()
 
-    def _value(self, key: str) -> Evaluable | None:
-        node = self.config.get(key)
-        return None if node is None else self.app.compiler.value(node, where=f"{self.kind} {self.name!r}.{key}")
-
     async def init(self) -> None:
         self.steps = compile_steps(self.config.get("steps", []), self.app.compiler,
                                    where=f"{self.kind} {self.name!r}.steps")
@@ -43,7 +39,7 @@ class Sequence(_Body):
 
     async def init(self) -> None:
         await super().init()
-        self.outputs = self._value("outputs")
+        self.outputs = self.field("outputs")
 
     async def invoke(self, inputs: Any) -> Any:
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": inputs if inputs is not None else {},
@@ -157,10 +153,10 @@ class Iteration(_Body):
     async def init(self) -> None:
         await super().init()
         where = f"{self.kind} {self.name!r}"
-        collection = self._value("collection")
+        collection = self.field("collection")
         assert collection is not None, "the schema requires `collection`"
         self.spec = IterationSpec(
-            self.name, collection, self.steps, int(self.config.get("concurrency", 1)), self._value("outputs"),
+            self.name, collection, self.steps, int(self.config.get("concurrency", 1)), self.field("outputs"),
             self.projection, _catches(self.app, self.config.get("catches"), f"{where}.catches"),
         )
 
@@ -180,8 +176,8 @@ class Loop(_Body):
     async def init(self) -> None:
         await super().init()
         max_iterations = self.config.get("maxIterations")
-        self.spec = LoopSpec(self.name, self.steps, self._value("condition"),
-                             int(max_iterations) if max_iterations is not None else None, self._value("outputs"),
+        self.spec = LoopSpec(self.name, self.steps, self.field("condition"),
+                             int(max_iterations) if max_iterations is not None else None, self.field("outputs"),
                              _catches(self.app, self.config.get("catches"), f"{self.kind} {self.name!r}.catches"))
 
     async def invoke(self, inputs: Any) -> Any:

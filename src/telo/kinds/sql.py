@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from telo.engine.context import current, derive, entered
 from telo.engine.interpreter import run_steps
-from telo.engine.steps import Evaluable, compile_steps
+from telo.engine.steps import compile_steps
 from telo.engine.zones import ATOMIC, NO_SUSPEND, Zone
 from telo.errors import TeloError
 from telo.kinds import sql_drivers as drivers
@@ -145,12 +145,7 @@ class _OnConnection(Resource):
                             f"Sql.Connection, not {resource.kind}")
         return resource
 
-    def _ev(self, key: str) -> Evaluable | None:
-        node = self.config.get(key)
-        return None if node is None else self.app.compiler.value(node, where=f"{self.kind} {self.name!r}.{key}")
 
-    def _scope(self, inputs: Any) -> dict[str, Any]:
-        return {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
 
 
 class _Statement(_OnConnection):
@@ -158,10 +153,10 @@ class _Statement(_OnConnection):
 
     async def init(self) -> None:
         self.sql = str(self.config["sql"])
-        self.params = self._ev("params")
+        self.params = self.field("params")
 
     async def _run(self, inputs: Any) -> tuple[list[dict[str, Any]], int]:
-        params = self.params.evaluate(self._scope(inputs)) if self.params is not None else inputs
+        params = self.params.evaluate(self.call_scope(inputs)) if self.params is not None else inputs
         conn = self.connection
         tx = open_transaction(conn)
         if tx is not None:
@@ -214,10 +209,10 @@ class Transaction(_OnConnection):
     async def init(self) -> None:
         self.steps = compile_steps(self.config.get("steps", []), self.app.compiler,
                                    where=f"{self.kind} {self.name!r}.steps")
-        self.inputs = self._ev("inputs")
+        self.inputs = self.field("inputs")
 
     async def invoke(self, inputs: Any) -> Any:
-        body_inputs = self.inputs.evaluate(self._scope(inputs)) if self.inputs is not None else (
+        body_inputs = self.inputs.evaluate(self.call_scope(inputs)) if self.inputs is not None else (
             inputs if inputs is not None else {})
         conn = self.connection
         ctx = current()

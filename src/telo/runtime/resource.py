@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from telo.engine.context import current
 from telo.engine.dispatch import Contract, Invocable
+from telo.engine.steps import Evaluable
 
 if TYPE_CHECKING:
     from telo.runtime.app import Application
@@ -52,6 +53,15 @@ class Resource:
 
     def snapshot(self) -> Any:
         return {}
+
+    def field(self, key: str) -> Evaluable | None:
+        """A configuration field compiled for evaluation, or None when absent (named in error messages)."""
+        node = self.config.get(key)
+        return None if node is None else self.app.compiler.value(node, where=f"{self.kind} {self.name!r}.{key}")
+
+    def call_scope(self, inputs: Any) -> dict[str, Any]:
+        """What a ``runtime`` field sees (reference §1 ``x-telo-eval``): the module scope plus the call's inputs."""
+        return {**self.app.module_scope(), "inputs": inputs if inputs is not None else {}}
 
     @property
     def invocable(self) -> bool:
