@@ -107,6 +107,15 @@ def test_the_host_environment_overrides_env_files() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_parking_placed_inside_a_no_suspend_zone_is_refused_at_load() -> None:
+    fixture = HERE / "__fixtures__" / "await_in_transaction.yaml"
+    check = subprocess.run([sys.executable, "-m", "telo", "check", str(fixture)], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode != 0
+    assert check.stdout.count("ZONE_ATTRIBUTE_VIOLATED") == 2, check.stdout
+    assert "retries with a last backoff of 32000 ms" in check.stdout  # capped by the default maxDelay
+
+
 def test_unreadable_variables_are_all_reported_and_nothing_runs() -> None:
     fixture = HERE / "__fixtures__" / "env_missing" / "missing.yaml"
     env = {k: v for k, v in os.environ.items() if k != "TELO_SCENARIO_SURELY_UNSET"}
