@@ -25,7 +25,11 @@ MANIFESTS = sorted(p for p in HERE.rglob("*.yaml") if "__fixtures__" not in p.re
 CONCURRENCY = int(os.environ.get("TELO_SCENARIO_CONCURRENCY", "4"))
 
 # relative path -> why it is expected to fail (a bug in src/ that is reported, not fixed)
-XFAIL: dict[str, str] = {}
+XFAIL: dict[str, str] = {
+    "durable/resubmit_shape.yaml": "a re-submission that claims and continues a parked run answers "
+    "{attached: true} where reference §6 (fall through and execute) answers like a start {started: true} "
+    "(src/telo/durable/workflow.py, Workflow.invoke)",
+}
 
 _RESULT_LINE = re.compile(r"^(PASS|FAIL) (.+?) \((?:exit -?\d+, )?[\d.]+ s\)$")
 
