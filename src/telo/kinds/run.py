@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from telo.engine.composers import Catch, Choice, IterationSpec, LoopSpec, run_choice, run_iteration, run_loop
@@ -155,14 +155,19 @@ class Iteration(_Body):
         where = f"{self.kind} {self.name!r}"
         collection = self.field("collection")
         assert collection is not None, "the schema requires `collection`"
+        # `concurrency` may be CEL over {inputs} (x-telo-eval: runtime): evaluated per call; run_iteration
+        # refuses anything but an integer >= 1 with INVALID_CONCURRENCY
+        self.concurrency = self.app.compiler.value(self.config.get("concurrency", 1), where=f"{where}.concurrency")
         self.spec = IterationSpec(
-            self.name, collection, self.steps, int(self.config.get("concurrency", 1)), self.field("outputs"),
+            self.name, collection, self.steps, 1, self.field("outputs"),
             self.projection, _catches(self.app, self.config.get("catches"), f"{where}.catches"),
         )
 
     async def invoke(self, inputs: Any) -> Any:
-        return await run_iteration(self.spec, inputs if inputs is not None else {}, self.app.module_scope(),
-                                   self.app.services)
+        inputs = inputs if inputs is not None else {}
+        module = self.app.module_scope()
+        spec = replace(self.spec, concurrency=self.concurrency.evaluate({**module, "inputs": inputs}))
+        return await run_iteration(spec, inputs, module, self.app.services)
 
 
 class Projection(Iteration):
@@ -175,14 +180,21 @@ class Loop(_Body):
 
     async def init(self) -> None:
         await super().init()
-        max_iterations = self.config.get("maxIterations")
-        self.spec = LoopSpec(self.name, self.steps, self.field("condition"),
-                             int(max_iterations) if max_iterations is not None else None, self.field("outputs"),
+        self.max_iterations = self.field("maxIterations")  # may be CEL over {inputs}: evaluated per call
+        self.spec = LoopSpec(self.name, self.steps, self.field("condition"), None, self.field("outputs"),
                              _catches(self.app, self.config.get("catches"), f"{self.kind} {self.name!r}.catches"))
 
     async def invoke(self, inputs: Any) -> Any:
-        return await run_loop(self.spec, inputs if inputs is not None else {}, self.app.module_scope(),
-                              self.app.services)
+        inputs = inputs if inputs is not None else {}
+        module = self.app.module_scope()
+        spec = self.spec
+        if self.max_iterations is not None:
+            cap = self.max_iterations.evaluate({**module, "inputs": inputs})
+            if type(cap) is not int or cap < 1:
+                raise TeloError("INVALID_LOOP", f"{self.max_iterations.where}: maxIterations must be an integer "
+                                f">= 1, got {cap!r}", data={"resource": self.name})
+            spec = replace(spec, max_iterations=cap)
+        return await run_loop(spec, inputs, module, self.app.services)
 
 
 class ChoiceKind(Resource):
