@@ -25,6 +25,12 @@ class Journal(Resource):
     def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self._store: Store | None = None
+        self._borrowed = False
+
+    def use_store(self, store: Store) -> None:
+        """Use ``store`` instead of opening the configured journal (``telo.load(..., journal=URL)``). The caller
+        keeps ownership: teardown leaves it open."""
+        self._store, self._borrowed = store, True
 
     @property
     def store(self) -> Store:
@@ -39,9 +45,9 @@ class Journal(Resource):
         _ = self.store
 
     async def teardown(self) -> None:
-        if self._store is not None:
+        if self._store is not None and not self._borrowed:
             self._store.close()
-            self._store = None
+        self._store, self._borrowed = None, False
 
     def _path(self, key: str) -> str:
         raw = compile_time(self.app, self.config[key], f"{self.kind} {self.name!r}.{key}")
