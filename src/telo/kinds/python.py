@@ -109,17 +109,22 @@ class PythonFunction(Resource):
             result = await asyncio.to_thread(self.fn, *args)
             if inspect.isawaitable(result):
                 result = await result
-        check_domain(result, f"Python.Function {self.name!r}")
+        check_domain(result, f"Python.Function {self.name!r}", StepContext.current())
         return result
 
 
-def check_domain(value: Any, where: str) -> None:
+def check_domain(value: Any, where: str, ctx: StepContext | None = None) -> None:
+    """Refuse a value outside the CEL domain; inside a durable run the error names the run and the step's path
+    as the journal's own refusal does (reference §4: data {run, path, valuePath})."""
     try:
         encode_frame(value)
     except TypedFrameUnencodable as exc:
+        data: dict[str, Any] = {"valuePath": exc.path}
+        if ctx is not None and ctx.run_id:
+            data = {"run": ctx.run_id, "path": ctx.step_path, "valuePath": exc.path}
         raise TeloError(
             "ERR_DURABLE_UNJOURNALABLE_VALUE",
             f"{where} returned a value outside the CEL value domain: {exc.message}",
             hint="return None, bool, int, float, str, bytes, list, dict, or telo.values types; not objects or tuples",
-            data={"valuePath": exc.path},
+            data=data,
         ) from exc
