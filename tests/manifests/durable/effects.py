@@ -35,3 +35,13 @@ def remember(inputs: dict[str, Any]) -> Any:
 
 def remembered(inputs: dict[str, Any]) -> dict[str, list[Any]]:
     return dict(_remembered)
+
+
+class Receipt:
+    def __init__(self, number: str) -> None:
+        self.number = number
+
+
+def returns_object(inputs: dict[str, Any]) -> Any:
+    """A result outside the CEL value domain (a class instance, nested)."""
+    return {"ok": True, "receipt": Receipt("R-1")}
