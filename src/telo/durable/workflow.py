@@ -186,7 +186,7 @@ class Resumer(Resource):
     """A service that sweeps due runs of one workflow, claims each, and continues it (reference §6)."""
 
     kind = "DurableLocal.Resumer"
-    batch = 10
+    batch = 100  # due runs continued concurrently per sweep
 
     def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
@@ -230,39 +230,49 @@ class Resumer(Resource):
                 unsubscribe()
 
     async def sweep(self) -> int:
-        """One pass: claim and continue every due run; returns how many were continued."""
+        """One pass: claim and continue every due run; returns how many were continued.
+
+        The due runs of one pass are continued concurrently (at most ``batch``): each is claimed on its own,
+        so this is as safe as one at a time, and their journal writes share group commits instead of each
+        run paying its fsyncs in turn (100 interrupted runs: ~1,300 commits one after another otherwise)."""
         wf = self.workflow
         store = wf.store
-        count = 0
         try:
             due = await store.due_runs(self.app.clock.now_ms(), self.batch + len(self.unreadable))
         except TeloError:
             log.warning("Could not look for interrupted runs", exc_info=True)
             return 0
-        for run in due:
-            if run in self.unreadable or self._stopped:
-                continue
-            if not await store.claim(run, self.holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
-                continue
-            record = await store.read_run(run)
-            if record is None or (record.workflow is not None and record.workflow != wf.name):
-                await store.release(run, self.holder)
-                continue
-            try:
-                inputs = record.decoded_inputs()
-                execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, self.holder)
-            except TeloError as exc:
-                if exc.code in ("ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"):
-                    self.unreadable.add(run)
-                    log.error("Cannot read an interrupted run; this resumer skips it from now on",
-                              extra={"durable.run": run, "error.code": exc.code, "error.message": exc.message})
-                else:
-                    log.warning("A resumed run failed", extra={"durable.run": run}, exc_info=True)
-                continue
-            count += 1
-            self.resumed += 1
-            log.info("Resumed an interrupted run", extra={"durable.run": run, "durable.status": execution.status})
-        return count
+        due = [run for run in due if run not in self.unreadable][: self.batch]
+        outcomes = await asyncio.gather(*(self._continue(wf, store, run) for run in due), return_exceptions=True)
+        for outcome in outcomes:  # as one at a time: an unexpected error ends the pass (after the others settled)
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return sum(outcomes)  # type: ignore[arg-type]
+
+    async def _continue(self, wf: Workflow, store: AsyncStore, run: str) -> int:
+        """Claim and continue one due run: 1 if it was continued, 0 if skipped."""
+        if self._stopped:
+            return 0
+        if not await store.claim(run, self.holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
+            return 0
+        record = await store.read_run(run)
+        if record is None or (record.workflow is not None and record.workflow != wf.name):
+            await store.release(run, self.holder)
+            return 0
+        try:
+            inputs = record.decoded_inputs()
+            execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, self.holder)
+        except TeloError as exc:
+            if exc.code in ("ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"):
+                self.unreadable.add(run)
+                log.error("Cannot read an interrupted run; this resumer skips it from now on",
+                          extra={"durable.run": run, "error.code": exc.code, "error.message": exc.message})
+            else:
+                log.warning("A resumed run failed", extra={"durable.run": run}, exc_info=True)
+            return 0
+        self.resumed += 1
+        log.info("Resumed an interrupted run", extra={"durable.run": run, "durable.status": execution.status})
+        return 1
 
     async def teardown(self) -> None:
         self._stopped = True
