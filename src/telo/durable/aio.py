@@ -4,12 +4,24 @@ Store calls block (a file fsync, a SQLite group commit, a PostgreSQL round trip)
 them to worker threads; a SQLite store's ``submit_append`` returns a future directly, so a hundred runs
 appending at once wait on one group commit without holding a thread each. The memory store does no I/O and
 is called inline.
+
+Two measured exceptions (benchmarks/durable.py) for the SQLite store:
+
+- a run-record read (``read_run``, made before every step's effect for the cancel check) is called inline: it
+  is one primary-key read on a pooled WAL connection, which never waits for the writer — cheaper than the
+  two thread hand-offs of ``to_thread``, which cost more than the read itself and far more on a loaded machine;
+- the other blocking calls go to a dedicated pool with room for many: a lifecycle write (claim, complete,
+  ...) blocks its thread until its group commit, so the default executor's few threads (cores + 4) would cap
+  how many runs' writes share one commit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from telo.journal.model import Admission, AdmitResult, Entry, Outcome, Parked, RunRecord
@@ -17,17 +29,23 @@ from telo.journal.store import Store
 
 T = TypeVar("T")
 
+# Threads mostly wait (on a group commit, a socket); created on demand, so the size costs nothing idle.
+_STORE_THREADS = ThreadPoolExecutor(max_workers=128, thread_name_prefix="telo-store")
+
 
 class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
         self._inline = store.kind == "memory"
+        self._inline_reads = self._inline or store.kind == "sqlite"
         self._submit = getattr(store, "submit_append", None)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._inline:
             return fn(*args)
-        return await asyncio.to_thread(fn, *args)
+        # as asyncio.to_thread, on the store pool: the call sees this task's context (an ambient transaction)
+        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(_STORE_THREADS, call)
 
     async def append(self, run: str, entry: Entry) -> Entry:
         if self._submit is not None:
@@ -40,6 +58,8 @@ class AsyncStore:
         return await self._call(self.sync.admit, admission)
 
     async def read_run(self, run: str) -> RunRecord | None:
+        if self._inline_reads:
+            return self.sync.read_run(run)
         return await self._call(self.sync.read_run, run)
 
     async def read_entries(self, run: str) -> list[Entry]:
