@@ -1,0 +1,202 @@
+"""The dashboard's access rules, applied before any page or API endpoint runs (docs/dashboard.md "Security").
+
+- **Loopback by default.** Binding a host that is not loopback requires a token (:func:`check_bind`).
+- **Token.** With a token, every request must carry it: ``Authorization: Bearer <token>``, or ``?token=<token>``
+  once — answered with a session cookie (HttpOnly, SameSite=Strict) and, for a GET, a redirect to the same URL
+  without the token, so it does not stay in the address bar or the history.
+- **Host header.** Without a token, only loopback host names are answered: a page on another site that
+  rebinds its DNS name to 127.0.0.1 reaches the port, but its requests carry its own host name (DNS rebinding).
+- **CSRF.** A POST is accepted when it carries the bearer header (a browser never adds it by itself), an
+  ``Origin`` equal to the dashboard's own, ``Sec-Fetch-Site: same-origin``, or the per-session CSRF token (a
+  cookie, repeated in the form's ``csrf`` field or an ``X-CSRF-Token`` header) — :func:`csrf_ok`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+from http.cookies import SimpleCookie
+from typing import Final
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from telo.errors import TeloError
+
+SESSION_COOKIE: Final = "telo_ui_session"
+CSRF_COOKIE: Final = "telo_ui_csrf"
+CSRF_FIELD: Final = "csrf"
+CSRF_HEADER: Final = "x-csrf-token"
+
+# The pages load their script and style from /static only: no inline code, nothing from elsewhere, no framing.
+SECURITY_HEADERS: Final = (
+    (b"content-security-policy",
+     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+     b"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name, IPv6 with or without brackets) is this machine only."""
+    name = host.strip().strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to serve a non-loopback address without a token: the dashboard can deliver, cancel and resume."""
+    if not is_loopback(host) and not token:
+        raise TeloError(
+            "ERR_UI_TOKEN_REQUIRED",
+            f"binding {host!r} would expose the dashboard beyond this machine without a token",
+            hint="pass --token (or set TELO_UI_TOKEN), or bind 127.0.0.1",
+        )
+
+
+def session_value(token: str) -> str:
+    """The session cookie's value: derived from the token, so the cookie never holds the token itself."""
+    return hmac.new(token.encode(), b"telo-ui-session", hashlib.sha256).hexdigest()
+
+
+def _host_name(host_header: str) -> str:
+    if host_header.startswith("["):
+        return host_header[: host_header.find("]") + 1]
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+class Guard:
+    """ASGI middleware enforcing the module docstring's rules, and routing on the RAW path.
+
+    Routing on the raw path keeps a run id's percent-encoded ``/`` inside its own segment: decoded, a run
+    named ``a/journal`` would be indistinguishable from the journal of run ``a``. Endpoints decode their path
+    parameters themselves (:func:`telo.server.app.run_param`)."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+        self.app = app
+        self.token = token or None
+        self.session = session_value(token) if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = scope.get("raw_path")
+        if isinstance(raw, bytes | bytearray) and raw:
+            scope = {**scope, "path": bytes(raw).decode("latin-1")}
+        request = Request(scope)
+        cookies_out: list[str] = []
+        if self.token is None:
+            if not is_loopback(_host_name(request.headers.get("host", ""))):
+                await _deny(scope, send, 421, "ERR_UI_HOST_REFUSED",
+                            "this dashboard answers loopback host names only (it has no token)")
+                return
+        else:
+            via = self._authenticated(request)
+            if via is None:
+                await _deny(scope, send, 401, "ERR_UI_TOKEN_REQUIRED",
+                            "this dashboard requires its token: send 'Authorization: Bearer <token>', "
+                            "or open it once with ?token=<token>")
+                return
+            if via == "query":
+                cookies_out.append(_cookie(SESSION_COOKIE, self.session or "", http_only=True))
+                if request.method in ("GET", "HEAD"):
+                    await _redirect_without_token(scope, send, cookies_out)
+                    return
+            scope.setdefault("state", {})["auth"] = via
+        csrf = request.cookies.get(CSRF_COOKIE)
+        if not csrf:
+            csrf = secrets.token_urlsafe(24)
+            cookies_out.append(_cookie(CSRF_COOKIE, csrf, http_only=True))
+        scope.setdefault("state", {})["csrf"] = csrf
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS:
+                    if name.decode() not in headers:
+                        headers.append(name.decode(), value.decode())
+                for cookie in cookies_out:
+                    headers.append("set-cookie", cookie)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _authenticated(self, request: Request) -> str | None:
+        """How the request proved it holds the token ("bearer", "cookie", "query"), or None."""
+        assert self.token is not None and self.session is not None
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode()):
+            return "bearer"
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if cookie and hmac.compare_digest(cookie.encode(), self.session.encode()):
+            return "cookie"
+        query = request.query_params.get("token")
+        if query and hmac.compare_digest(query.encode(), self.token.encode()):
+            return "query"
+        return None
+
+
+def _cookie(name: str, value: str, *, http_only: bool) -> str:
+    jar: SimpleCookie = SimpleCookie()
+    jar[name] = value
+    morsel = jar[name]
+    morsel["path"] = "/"
+    morsel["samesite"] = "Strict"
+    morsel["httponly"] = http_only
+    return morsel.OutputString()
+
+
+async def _deny(scope: Scope, send: Send, status: int, code: str, message: str) -> None:
+    path = str(scope.get("path", ""))
+    if path.startswith("/api/"):
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        ctype = b"application/json"
+    else:
+        body = (f"<!doctype html><meta charset=utf-8><title>telo ui</title><p>{code}: {message}</p>\n").encode()
+        ctype = b"text/html; charset=utf-8"
+    headers = [(b"content-type", ctype), (b"content-length", str(len(body)).encode()), *SECURITY_HEADERS]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="telo ui"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _redirect_without_token(scope: Scope, send: Send, cookies: list[str]) -> None:
+    query = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+             if k != "token"]
+    location = str(scope.get("root_path", "")) + str(scope["path"]) + (f"?{urlencode(query)}" if query else "")
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0"), *SECURITY_HEADERS]
+    headers += [(b"set-cookie", c.encode("latin-1")) for c in cookies]
+    await send({"type": "http.response.start", "status": 303, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def own_origin(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+def csrf_ok(request: Request, supplied: str | None) -> bool:
+    """Whether a POST comes from the dashboard's own pages or from a client holding the bearer token."""
+    if request.scope.get("state", {}).get("auth") == "bearer":
+        return True
+    origin = request.headers.get("origin")
+    if origin is not None:  # browsers send it with every POST; a foreign or "null" origin is refused outright
+        return origin == own_origin(request)
+    if request.headers.get("sec-fetch-site") == "same-origin":
+        return True
+    expected = request.scope.get("state", {}).get("csrf")
+    given = supplied or request.headers.get(CSRF_HEADER)
+    return bool(expected and given and hmac.compare_digest(str(given).encode(), str(expected).encode()))

@@ -1,0 +1,51 @@
+"""Serving the dashboard with uvicorn: checks the bind rule, opens the journal, binds, says where it listens."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import TextIO
+
+from telo.journal import open_store
+from telo.server.security import check_bind
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port`` (port 0: any free port), IPv6 when the host is an IPv6 literal."""
+    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(address)
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+
+def serve(journal: str, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          out: TextIO = sys.stderr) -> None:
+    """Serve the dashboard over ``journal`` until interrupted. Refuses a non-loopback host without a token
+    (``ERR_UI_TOKEN_REQUIRED``) before opening anything."""
+    import uvicorn
+
+    from telo.server.app import create_app
+
+    check_bind(host, token)
+    store = open_store(journal)
+    try:
+        sock = bind(host, port)
+    except BaseException:
+        store.close()
+        raise
+    app = create_app(store, token=token, journal_label=journal, close_store=True)
+    # The socket is bound before uvicorn starts, so the line below names the real port (with --port 0 too)
+    # and a script may read it to find the dashboard. It never includes the token.
+    print(f"telo ui: serving {journal} at {url_of(sock)}" + (" (token required)" if token else ""),
+          file=out, flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])

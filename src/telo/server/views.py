@@ -1,0 +1,275 @@
+"""What the dashboard shows and does, read from and written to a journal store.
+
+Every function here is synchronous and blocks on the store (a SQLite read, a PostgreSQL round trip); the web
+layer (:mod:`telo.server.app`) calls them through a thread pool so the event loop never waits on the journal.
+Values leave in the plain encoding (spec §6.4), exactly as ``telo status --json`` prints them, so the JSON API
+and the pages agree with the CLI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
+
+from telo import paths
+from telo.errors import TeloError
+from telo.journal import eventlog
+from telo.journal.eventlog import Event, EventKind
+from telo.journal.model import NO_VALUE, STATUSES, Outcome, RunFilter, RunRecord
+from telo.journal.store import Store
+
+PAGE_SIZE: Final = 50
+MAX_PAGE_SIZE: Final = 500
+# Counting runs per status reads the run list (the store protocol has no COUNT); past this many runs the
+# counts stop and the page says so, so a huge journal cannot make every page load scan it all.
+COUNT_CAP: Final = 5_000
+VALUE_PREVIEW: Final = 160  # characters of a value shown inline in the timeline before it folds away
+
+
+class NotFound(TeloError):
+    """The run (or page) asked for is not in this journal: answered with 404."""
+
+    default_code = "ERR_DURABLE_RUN_NOT_FOUND"
+
+
+def _plain(value: Any) -> Any:
+    from telo.values import to_plain
+
+    return to_plain(value)
+
+
+def _decoded(read: Callable[[], Any]) -> dict[str, Any]:
+    """``{"value": plain}``, ``{}`` for no value, or ``{"error": ...}`` when the stored text does not decode —
+    a dashboard must still show a run whose journal it cannot fully read."""
+    try:
+        value = read()
+    except TeloError as exc:
+        return {"error": {"code": exc.code, "message": exc.message}}
+    return {} if value is NO_VALUE else {"value": _plain(value)}
+
+
+def is_held(record: RunRecord) -> bool:
+    """Parked because its manifest changed (spec §9): only ``resume --force`` continues it."""
+    return record.status == "parked" and record.parked is not None and "@manifest[" in record.parked.path
+
+
+def run_summary(record: RunRecord) -> dict[str, Any]:
+    """One row of the runs list."""
+    out: dict[str, Any] = {"run": record.run, "status": record.status, "workflow": record.workflow,
+                           "createdAt": record.created_at, "updatedAt": record.updated_at}
+    if record.due_at is not None:
+        out["dueAt"] = record.due_at
+    if record.parked is not None:
+        out["parked"] = record.parked.to_json()
+    if record.error:
+        out["error"] = dict(record.error)
+    return out
+
+
+def list_runs(store: Store, *, status: str | None = None, workflow: str | None = None, after: str | None = None,
+              limit: int = PAGE_SIZE) -> dict[str, Any]:
+    """One page of runs, newest first, with the cursor of the next page (None on the last)."""
+    if status is not None and status not in STATUSES:
+        raise TeloError("ERR_INVALID_VALUE", f"unknown status {status!r}", hint=f"use one of {', '.join(STATUSES)}")
+    limit = max(1, min(limit, MAX_PAGE_SIZE))
+    page = store.list_runs(RunFilter(status=status, workflow=workflow or None, limit=limit, after=after or None))
+    return {"runs": [run_summary(r) for r in page.runs], "next": page.next, "status": status,
+            "workflow": workflow or None, "limit": limit}
+
+
+def count_by_status(store: Store, *, workflow: str | None = None, cap: int = COUNT_CAP) -> dict[str, Any]:
+    """Runs per status (every status listed, zeros included); ``complete`` is False once ``cap`` runs were
+    counted and the rest were not."""
+    counts = dict.fromkeys(STATUSES, 0)
+    seen = 0
+    after: str | None = None
+    while seen < cap:
+        page = store.list_runs(RunFilter(workflow=workflow or None, limit=min(500, cap - seen), after=after))
+        for record in page.runs:
+            counts[record.status] = counts.get(record.status, 0) + 1
+        seen += len(page.runs)
+        if page.next is None:
+            return {"counts": counts, "total": seen, "complete": True}
+        after = page.next
+    return {"counts": counts, "total": seen, "complete": False}
+
+
+def require(store: Store, run: str) -> RunRecord:
+    record = store.read_run(run)
+    if record is None:
+        raise NotFound("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
+                       hint="list the journal's runs on the runs page", data={"run": run})
+    return record
+
+
+def run_detail(store: Store, run: str) -> dict[str, Any]:
+    """A run's record with its inputs and result in the plain encoding, its counts and zone reports, and which
+    operator actions apply to it now."""
+    record = require(store, run)
+    out = run_summary(record)
+    try:
+        state: eventlog.RunState | None = eventlog.recover(store, run)
+    except TeloError:
+        state = None  # an unreadable journal shows up in the timeline; the summary stays available
+    # The epoch counts restores (eventlog: each restore starts a new one); the log is its authority.
+    out["epoch"] = state.epoch if state is not None else record.epoch
+    if record.claim is not None:
+        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until}
+    out["inputs"] = _decoded(record.decoded_inputs)
+    if record.terminal:
+        out["result"] = _decoded(record.decoded_result)
+        out["replayedSteps"] = record.replayed_steps or 0
+        # Zone reports reach the record as counts: how many regions collapsed, and why (spec §8.3).
+        out["collapsedRegions"] = record.collapsed_regions or 0
+        out["collapseReasons"] = list(record.collapse_reasons or ())
+    if record.manifest_digest is not None:
+        out["manifestDigest"] = record.manifest_digest
+    out["unconfirmedEffects"] = _unconfirmed(state) if state is not None else []
+    held = is_held(record)
+    out["held"] = held
+    out["actions"] = {
+        "deliver": record.parked.token if record.status == "parked" and record.parked is not None else None,
+        "cancel": not record.terminal,
+        "resume": record.status == "parked" and not held,
+        "resumeForce": held,
+    }
+    return out
+
+
+def _unconfirmed(state: eventlog.RunState) -> list[dict[str, Any]]:
+    """Every recorded resolution of an unconfirmed effect (``<step>/@unconfirmed[n]``), as ``telo status``."""
+    out: list[dict[str, Any]] = []
+    for path, entry in state.entries.items():
+        if paths.parse(path)[-1].name == paths.UNCONFIRMED:
+            out.append({"step": paths.parent(path), **_decoded(partial(entry.decode, state.run))})
+    return out
+
+
+# --- the timeline -----------------------------------------------------------------------------------------
+
+#: What each timeline category means, for the page's legend (and docs/dashboard.md).
+CATEGORIES: Final[Mapping[str, str]] = {
+    "inputs": "the workflow's resolved inputs",
+    "intent": "a step's inputs, recorded before it executes (an effect intent)",
+    "step": "a step's result (an effect receipt)",
+    "decision": "a recorded decision (branch, loop turn, guard, value)",
+    "wait": "a wait's pinned token, deadline or wake time",
+    "park": "where the run waits now (interrupt)",
+    "delivery": "a payload delivered to a parked run",
+    "retry": "a retry verdict or attempt mark (retry[k], @retry, @attempt)",
+    "resolution": "an unconfirmed effect's resolution (@unconfirmed)",
+    "redrive": "the re-execution a resolution decided (@redrive)",
+    "resume": "an operator resume",
+    "digest": "the manifest digest, a hold on a changed manifest, or its acceptance",
+    "restore": "a restore to a checkpoint (a new epoch)",
+    "fork": "this run was forked from another",
+    "snapshot": "a compaction snapshot",
+}
+
+_WAIT_NAMES: Final = frozenset({paths.WAKE_AT, paths.TOKEN, paths.DEADLINE})
+_RETRY_NAMES: Final = frozenset({paths.RETRY_VERDICT, paths.ATTEMPT_MARK})
+_DIGEST_NAMES: Final = frozenset({"@digest", "@held", "@manifest"})
+
+
+def category(event: Event) -> str:
+    """The timeline category of one event (see :data:`CATEGORIES`)."""
+    if event.kind is EventKind.SNAPSHOT:
+        return "snapshot"
+    if event.kind is EventKind.INTERRUPT:
+        return "park"
+    first = event.path.split("/", 1)[0]
+    if first.startswith("@restore"):
+        return "restore"
+    if first == eventlog.FORKED:
+        return "fork"
+    entry = event.entry
+    if entry is not None and entry.kind == "step":
+        return "step" if entry.target is not None else "delivery"
+    try:
+        last = paths.parse(event.path)[-1]
+    except TeloError:
+        return "decision"
+    if event.kind is EventKind.RETRY_DECISION or last.name in _RETRY_NAMES:
+        return "retry"
+    if last.name == paths.UNCONFIRMED:
+        return "resolution"
+    if last.name == paths.REDRIVE_MARK:
+        return "redrive"
+    if event.path.startswith(f"{paths.OVERRIDE}/{paths.RESUME}/"):
+        return "resume"
+    if last.name in _DIGEST_NAMES or first in _DIGEST_NAMES or first.split("[", 1)[0] in _DIGEST_NAMES:
+        return "digest"
+    if event.kind is EventKind.EFFECT_INTENT:
+        return "intent"
+    if event.path == paths.WORKFLOW_INPUTS:
+        return "inputs"
+    if last.name in _WAIT_NAMES:
+        return "wait"
+    return "decision"
+
+
+def timeline(store: Store, run: str) -> dict[str, Any]:
+    """The run's journal in log order, each entry with its category and its value in the plain encoding; a
+    parked run ends with its park."""
+    record = require(store, run)
+    out: list[dict[str, Any]] = []
+    for event in eventlog.events(store, run):
+        item: dict[str, Any] = {"seq": event.seq, "epoch": event.epoch, "event": event.kind.value,
+                                "category": category(event), "path": event.path}
+        entry = event.entry
+        if entry is not None:
+            if entry.target is not None:
+                item["target"] = dict(entry.target)
+            if entry.decision is not None:
+                item["decision"] = entry.decision
+            item.update(_decoded(partial(entry.decode, run)))
+        if event.idempotency_key is not None:
+            item["idempotencyKey"] = event.idempotency_key
+        if event.kind is EventKind.INTERRUPT and record.parked is not None:
+            item["parked"] = record.parked.to_json()
+        out.append(item)
+    return {"run": run, "status": record.status, "events": out}
+
+
+# --- operator actions -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    """What an action did: ``done`` False means it changed nothing (answered 409), ``data`` is its report."""
+
+    done: bool
+    data: dict[str, Any]
+    run: str | None = None
+
+
+def deliver(store: Store, token: str, payload: Any) -> ActionResult:
+    """Deliver a plain-JSON payload to the run parked on ``token`` (as ``telo deliver``)."""
+    from telo.durable.waits import deliver as deliver_to
+    from telo.values import from_plain
+
+    value = from_plain(payload, {})
+    result = deliver_to(store, token, value)
+    run = result.get("run")
+    return ActionResult(bool(result["delivered"]), dict(result), run if isinstance(run, str) else None)
+
+
+def cancel(store: Store, run: str, reason: str) -> ActionResult:
+    """Cancel a run that has not settled (as ``telo cancel``)."""
+    record = require(store, run)
+    if record.terminal:
+        return ActionResult(False, {"run": run, "cancelled": False, "status": record.status}, run)
+    store.complete(run, Outcome.cancelled(reason))
+    return ActionResult(True, {"run": run, "cancelled": True, "status": "cancelled"}, run)
+
+
+def resume(store: Store, run: str, reason: str, *, force: bool = False) -> ActionResult:
+    """Continue a parked run now (as ``telo resume [--force]``); refuses a held run without ``force``."""
+    from telo.durable.addressing import resume_run
+
+    require(store, run)
+    result = dict(resume_run(store, run, reason, int(time.time() * 1000), force=force))
+    return ActionResult(bool(result.get("resumed")), {"run": run, **result}, run)
