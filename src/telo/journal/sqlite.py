@@ -20,6 +20,7 @@ protocol's (:mod:`telo.journal.store`), held to the memory store's answers by th
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import threading
@@ -129,7 +130,10 @@ class SqliteStore(Store):
     # --- plumbing: where a call runs ---------------------------------------------------------------------
 
     def _ambient(self) -> SqliteTransaction | None:
-        for tx in reversed(AMBIENT.get()):
+        open_txs = AMBIENT.get()
+        if not open_txs:  # the common case, kept cheap: appends call this every time
+            return None
+        for tx in reversed(open_txs):
             if tx.store is self and tx.open:
                 return tx
         return None
@@ -331,6 +335,20 @@ class SqliteStore(Store):
         if tx is None:
             return self._writer.submit(op, isolated=False)
         done: Future[Entry] = Future()
+        try:
+            done.set_result(self._in_transaction(tx, op))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def submit_append_async(self, run: str, entry: Entry) -> asyncio.Future[Entry]:
+        """:meth:`submit_append` for a caller on an event loop (called on its thread): an asyncio future,
+        settled with the rest of its group-commit batch in one loop wake-up (see ``submit_async``)."""
+        op = self._append_op(run, entry)
+        tx = self._ambient()
+        if tx is None:
+            return self._writer.submit_async(op, isolated=False)
+        done: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
         try:
             done.set_result(self._in_transaction(tx, op))
         except Exception as exc:

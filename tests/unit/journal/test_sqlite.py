@@ -593,3 +593,34 @@ def test_a_failing_group_is_undone_and_rerun_one_by_one(store: SqliteStore) -> N
     assert calls == [5]
     assert store.read_entries("r1") == got  # written once each, by the one-by-one rerun
     assert [e.path for e in got] == [f"p{i}" for i in range(5)]
+
+
+def _append_until_closed(s: SqliteStore, run: str, start: threading.Barrier, outcomes: list[str]) -> None:
+    start.wait()
+    for i in range(10_000):
+        try:
+            s.append(run, Entry.decided(f"p{i}", "value", i))
+        except JournalError as exc:
+            outcomes.append(exc.code)
+            return
+    outcomes.append("finished")  # pragma: no cover - close came too late
+
+
+def test_close_racing_with_appends_leaves_nobody_waiting(path: str) -> None:
+    for attempt in range(5):
+        store = SqliteStore(path, table=f"t{attempt}")
+        for t in range(20):
+            _admit(store, f"run-{t}")
+        outcomes: list[str] = []
+        start = threading.Barrier(21)
+        threads = [threading.Thread(target=_append_until_closed, args=(store, f"run-{t}", start, outcomes))
+                   for t in range(20)]
+        for th in threads:
+            th.start()
+        start.wait()
+        time.sleep(0.02 * (attempt + 1))
+        store.close()
+        for th in threads:
+            th.join(10)
+        assert not any(th.is_alive() for th in threads)  # nobody hangs
+        assert set(outcomes) <= {"ERR_JOURNAL_CLOSED", "finished"} and len(outcomes) == 20
