@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from telo.durable import addressing, durable_kinds, journals, workflow
 from telo.kinds import assertions, console, python, run, sql, timer
@@ -23,3 +23,9 @@ _CLASSES: tuple[Any, ...] = (
 )
 
 CONTROLLERS: Mapping[str, Controller] = {cls.kind: cls for cls in _CLASSES}
+
+
+def register_controller(kind: str, controller: Controller) -> None:
+    """Implement the canonical ``kind`` with ``controller`` (a kind made with ``@telo.kind``); the runtime reads
+    this table when it creates resources, so a later registration of the same kind replaces the earlier one."""
+    cast(dict[str, "Controller"], CONTROLLERS)[kind] = controller

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from telo.errors import ManifestError
 
@@ -193,6 +193,35 @@ def resolve_import(ref: str) -> ModuleSpec:
             data={"ref": ref, "module": name},
         )
     return found
+
+
+# --- user modules ------------------------------------------------------------------------------------------
+_USER_MODULES: set[str] = set()  # import names registered by register_module (they may be replaced)
+
+
+def register_module(spec: ModuleSpec) -> None:
+    """Make a module defined in Python (``@telo.kind``) importable by manifests like a built-in one.
+
+    It joins the tables the manifest loader reads (:data:`BUILTIN_MODULES` by import name,
+    :data:`BUILTIN_KINDS` by canonical name), so it must be registered before a manifest importing it is
+    loaded. Registering a user module again replaces it (a re-imported Python module re-registers its kinds);
+    taking a built-in module's import or canonical name (``run``, ``Run``, ``Telo`` …) is refused.
+    """
+    from .specs import BUILTIN_KINDS, BUILTIN_MODULES
+
+    modules = cast(dict[str, ModuleSpec], BUILTIN_MODULES)  # the shared tables: mutated in place on purpose
+    kinds = cast(dict[str, KindSpec], BUILTIN_KINDS)
+    builtin = {m.import_name: m for m in modules.values() if m.import_name not in _USER_MODULES}
+    taken = {*builtin, *(m.canonical for m in builtin.values()), "Telo", "Self"}
+    if spec.import_name in taken or spec.canonical in taken:
+        raise ValueError(f"module {spec.import_name!r} ({spec.canonical}) would shadow a built-in module")
+    previous = modules.get(spec.import_name)
+    if previous is not None:
+        for old in previous.kinds.values():
+            kinds.pop(old.canonical, None)
+    modules[spec.import_name] = spec
+    kinds.update({k.canonical: k for k in spec.kinds.values()})
+    _USER_MODULES.add(spec.import_name)
 
 
 def conforms(kind: KindSpec, wanted: str, lookup: Mapping[str, KindSpec]) -> bool:
