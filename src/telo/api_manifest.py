@@ -1,0 +1,72 @@
+"""Adding resource documents built in Python (:mod:`telo.builder`) to a loaded manifest.
+
+A document goes through the same stages as one read from YAML — kind resolution, schema validation, the
+reference graph (inline resources declared and named per spec §5.3, references checked), the CEL checks — so
+the resources it yields are indistinguishable from loaded ones: same configuration data, same digest, same
+journal. Only the positions differ: a builder node carries the ``file:line`` of the Python call that made it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl
+from telo.manifest.declare import Declarer
+from telo.manifest.diagnostics import ERR_MANIFEST_DUPLICATE_RESOURCE, Diagnostic, errors_of
+from telo.manifest.graph import Graph
+from telo.manifest.positions import join
+from telo.manifest.validate import validate
+
+POSITION = "__telo_pos__"  # the key-free attribute a builder document keeps its Python position in
+
+
+def add_documents(manifest: Manifest, documents: Sequence[Mapping[str, Any]], *, where: Pos) -> list[ResourceDecl]:
+    """Declare, validate and walk ``documents`` in ``manifest``; add them (and the inline resources they
+    declare) to ``manifest.resources``. Raises :class:`ManifestLoadError` listing every problem, adding
+    nothing. A kind may be written with an alias imported by the manifest or by its canonical name."""
+    from telo.analysis import cel_checker
+
+    diagnostics: list[Diagnostic] = []
+    kinds = {**{k: v for k, v in manifest.canonical_kinds.items()}, **manifest.kinds}
+    imports = manifest.application.imports
+    declarer = Declarer(kinds, imports, manifest.module, diagnostics)
+    resources = dict(manifest.resources)
+    added: list[ResourceDecl] = []
+    for doc in documents:
+        pos = getattr(doc, POSITION, None) or where
+        table = PositionTable(pos.file)
+        table.add("", pos)
+        # Deep-copied: the graph replaces inline resources in place, and a builder document may be reused.
+        decl = declarer.declare(copy.deepcopy(dict(doc)), table, "")
+        if decl is None:
+            continue
+        first = resources.get(decl.name)
+        if first is not None:
+            diagnostics.append(Diagnostic(ERR_MANIFEST_DUPLICATE_RESOURCE,
+                                          f"resource {decl.name!r} is already declared (as {first.alias_kind} at "
+                                          f"{first.pos})", pos))
+            continue
+        resources[decl.name] = decl
+        added.append(decl)
+
+    def check(decl: ResourceDecl) -> None:
+        validate(decl.config, decl.spec.schema, decl.positions, decl.base, f"{decl.alias_kind} {decl.name!r}",
+                 diagnostics)
+
+    def declare(doc: dict[str, Any], owner: ResourceDecl, at: tuple[str | int, ...], name: str | None
+                ) -> ResourceDecl | None:
+        return declarer.declare(doc, owner.positions, join(owner.base, *at), name=name, owner=owner.name,
+                                pointer=join("", *at))
+
+    graph = Graph(resources, imports, kinds, declare, check, diagnostics, cel_checker)
+    for decl in added:
+        check(decl)
+        graph.walk_resource(decl)
+    if errors_of(diagnostics):
+        raise ManifestLoadError(where.file, diagnostics)
+    new = [r for name, r in resources.items() if name not in manifest.resources]
+    manifest.resources.update({r.name: r for r in new})
+    manifest.diagnostics.extend(diagnostics)
+    return new
