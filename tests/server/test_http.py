@@ -301,7 +301,11 @@ def test_posts_need_the_same_origin_or_the_session_token(store: SqliteStore, cli
     assert wrong.status_code == 403
     cookie = client.cookies.get("telo_ui_csrf")
     assert cookie
-    assert client.post(url, json={}, headers={"x-csrf-token": cookie}).status_code == 200
+    assert client.post(url, json={}, headers={"origin": "null"}).status_code == 403  # masked: token needed
+    masked = {"origin": "null", "x-csrf-token": cookie}
+    assert client.post(url, json={}, headers={"origin": "http://evil.example", "x-csrf-token": cookie}).status_code \
+        == 403  # a foreign origin is refused even with the token
+    assert client.post(url, json={}, headers=masked).status_code == 200
     parked_run(store, "flow:y", "go:y")
     ok = client.post(run_url("flow:y", "/cancel", api=True), json={}, headers={"sec-fetch-site": "same-origin"})
     assert ok.status_code == 200
@@ -349,7 +353,7 @@ def test_pages_carry_security_headers_and_load_their_assets(client: TestClient) 
     r = client.get("/runs")
     csp = r.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
-    assert r.headers["x-frame-options"] == "DENY" and r.headers["referrer-policy"] == "no-referrer"
+    assert r.headers["x-frame-options"] == "DENY" and r.headers["referrer-policy"] == "same-origin"
     assert "<script>" not in r.text  # no inline code: the CSP would refuse it
     assert client.get("/static/app.js").status_code == 200
     assert client.get("/static/app.css").status_code == 200

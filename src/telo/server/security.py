@@ -40,7 +40,9 @@ SECURITY_HEADERS: Final = (
      b"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
-    (b"referrer-policy", b"no-referrer"),
+    # same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" even with a same-origin
+    # form, which the CSRF rule could not tell from a foreign one; a URL still never leaves as a Referer.
+    (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 )
 
@@ -193,10 +195,11 @@ def csrf_ok(request: Request, supplied: str | None) -> bool:
     if request.scope.get("state", {}).get("auth") == "bearer":
         return True
     origin = request.headers.get("origin")
-    if origin is not None:  # browsers send it with every POST; a foreign or "null" origin is refused outright
+    if origin is not None and origin != "null":  # browsers send it with every POST: a foreign one is refused
         return origin == own_origin(request)
-    if request.headers.get("sec-fetch-site") == "same-origin":
+    if origin is None and request.headers.get("sec-fetch-site") == "same-origin":
         return True
+    # No Origin, or a privacy-masked "null" one: only the session's CSRF token vouches for the request.
     expected = request.scope.get("state", {}).get("csrf")
     given = supplied or request.headers.get(CSRF_HEADER)
     return bool(expected and given and hmac.compare_digest(str(given).encode(), str(expected).encode()))

@@ -1,0 +1,162 @@
+"""The dashboard end to end: `telo ui` (uvicorn) over a SQLite journal with a run parked on a delivery, driven
+in headless Chromium through Playwright — list → run → deliver form → `telo worker` continues it → completed.
+
+Under CI=true the browser must be there (the test fails otherwise; .ci/run installs Debian's chromium);
+elsewhere the test is skipped when /usr/bin/chromium is absent. Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.server.support import MANIFEST, telo
+
+CHROMIUM = "/usr/bin/chromium"
+ON_CI = os.environ.get("CI") == "true"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+# As root in a closed network: no sandbox, and nothing that phones home (each refused connection costs time).
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _require_browser() -> None:
+    if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
+        if ON_CI:
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium for this test")
+        pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium chromium-driver); required under CI=true")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        if ON_CI:
+            raise
+        pytest.skip("the playwright package is not installed (it is in the dev extra)")
+
+
+def start_ui(journal: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """`telo ui --port 0` in the background, and the URL its first line names."""
+    proc = subprocess.Popen([sys.executable, "-m", "telo", "ui", "--journal", str(journal), "--port", "0", *extra],
+                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    match = re.search(r"at (http://\S+/)", line)
+    if match is None:
+        proc.kill()
+        pytest.fail(f"telo ui did not start: {line}{proc.stderr.read()}")
+    url = match.group(1)
+    deadline = time.monotonic() + 20
+    while True:  # the line is printed once the socket listens; wait for uvicorn to answer on it
+        try:
+            with urllib.request.urlopen(url + "api/runs", timeout=2):
+                return proc, url
+        except urllib.error.HTTPError:  # refused (a token is required), but answering
+            return proc, url
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("telo ui never answered")
+            time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def parked(tmp_path: Path) -> Path:
+    """A directory with the manifest and a journal in which run flow:b1 is parked on token go:b1."""
+    (tmp_path / "m.yaml").write_text(MANIFEST)
+    out = telo("run", "m.yaml", "--input", "id=b1", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    return tmp_path
+
+
+@pytest.fixture
+def ui(parked: Path) -> Iterator[str]:
+    proc, url = start_ui(parked / "journal.db", parked)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+def test_telo_ui_serves_the_json_api_over_uvicorn(ui: str) -> None:
+    with urllib.request.urlopen(ui + "api/runs?status=parked", timeout=5) as r:
+        listing = json.load(r)
+    assert [run["run"] for run in listing["runs"]] == ["flow:b1"] and listing["counts"]["parked"] == 1
+    with urllib.request.urlopen(ui + "api/runs/flow%3Ab1/journal", timeout=5) as r:
+        assert json.load(r)["events"][-1]["category"] == "park"
+
+
+def test_telo_ui_with_a_token_refuses_requests_without_it(parked: Path) -> None:
+    proc, url = start_ui(parked / "journal.db", parked, "--token", "t0ken")
+    try:
+        with pytest.raises(urllib.error.HTTPError) as denied:
+            urllib.request.urlopen(url + "api/runs", timeout=5)
+        assert denied.value.code == 401
+        request = urllib.request.Request(url + "api/runs", headers={"Authorization": "Bearer t0ken"})
+        with urllib.request.urlopen(request, timeout=5) as r:
+            assert r.status == 200
+    finally:
+        stop(proc)
+
+
+@pytest.mark.timeout(180)
+def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: str) -> None:
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        # Playwright gives the browser a new, empty profile directory of its own.
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            page.goto(ui + "runs")
+            expect(page.locator('a.filter[data-status="parked"] .count')).to_have_text("1")
+            expect(page.locator("table.runs")).to_contain_text("flow:b1")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-runs.png"), full_page=True)
+
+            page.get_by_role("link", name="flow:b1").click()
+            expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1$"))
+            expect(page.locator("#run-status")).to_have_text("parked")
+            expect(page.locator("#deliver-token")).to_have_value("go:b1")
+            expect(page.locator("table.journal")).to_contain_text("hello ada")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-run-parked.png"), full_page=True)
+
+            page.fill("#deliver-payload", '{"by": "eve"}')
+            page.click("#deliver-submit")
+            expect(page.locator("#notice")).to_contain_text("delivered to go:b1")
+            expect(page.locator("#run-status")).to_have_text("running")
+            expect(page.locator('tr[data-category="delivery"]')).to_contain_text('"by": "eve"')
+
+            worker = telo("worker", "m.yaml", "--until-idle", "--interval", "100ms", cwd=parked, timeout=120)
+            assert worker.returncode == 0, worker.stderr
+
+            page.reload()
+            expect(page.locator("#run-status")).to_have_text("completed")
+            expect(page.locator('pre.value[data-name="result"]')).to_contain_text("hello eve")
+            expect(page.locator("#deliver-form")).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-run-completed.png"), full_page=True)
+
+            page.goto(ui + "runs")
+            expect(page.locator('a.filter[data-status="completed"] .count')).to_have_text("1")
+        finally:
+            browser.close()
