@@ -39,6 +39,7 @@ class AsyncStore:
         self._inline = store.kind == "memory"
         self._inline_reads = self._inline or store.kind == "sqlite"
         self._submit = getattr(store, "submit_append", None)
+        self._submit_async = getattr(store, "submit_append_async", None)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._inline:
@@ -48,6 +49,11 @@ class AsyncStore:
         return await asyncio.get_running_loop().run_in_executor(_STORE_THREADS, call)
 
     async def append(self, run: str, entry: Entry) -> Entry:
+        if self._submit_async is not None:
+            # Called on the loop thread, so the store sees this task's ambient transaction, if any; the future
+            # is settled with the rest of its group commit in one loop wake-up.
+            appended: Entry = await self._submit_async(run, entry)
+            return appended
         if self._submit is not None:
             # Called on the loop thread, so the store sees this task's ambient transaction, if any.
             stored: Entry = await asyncio.wrap_future(self._submit(run, entry))

@@ -1,0 +1,102 @@
+"""SQLite journal: appends submitted from an event loop (``submit_append_async``), whose asyncio futures the
+writer settles a whole batch at a time — results, per-append errors, abandoned awaits, a closed loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from telo.errors import TeloError
+from telo.journal.model import Entry
+from telo.journal.sqlite import SqliteStore
+from tests.unit.journal.test_sqlite import Gate, _admit
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SqliteStore]:
+    with SqliteStore(str(tmp_path / "journal.db")) as s:
+        yield s
+
+
+def test_a_batch_of_async_appends_resolves_in_order(store: SqliteStore) -> None:
+    _admit(store)
+
+    async def main() -> list[Entry]:
+        gate = Gate(store)  # everything submitted now forms the next batch
+        futures = [store.submit_append_async("r1", Entry.decided(f"p{i}", "value", i)) for i in range(50)]
+        await asyncio.to_thread(gate.open)
+        stored = await asyncio.gather(*futures)
+        assert store.stats.max_batch == 50  # ... and it committed as one
+        return stored
+
+    stored = asyncio.run(main())
+    assert [e.path for e in stored] == [f"p{i}" for i in range(50)]
+    assert [e.seq for e in stored] == sorted(e.seq or 0 for e in stored)
+    assert store.read_entries("r1") == stored
+
+
+def test_an_append_that_fails_fails_alone(store: SqliteStore) -> None:
+    _admit(store)
+
+    async def main() -> tuple[list[Entry], BaseException]:
+        gate = Gate(store)
+        ok1 = store.submit_append_async("r1", Entry.decided("a", "value", 1))
+        ghost = store.submit_append_async("ghost", Entry.decided("a", "value", 1))  # no such run
+        ok2 = store.submit_append_async("r1", Entry.decided("b", "value", 2))
+        await asyncio.to_thread(gate.open)
+        with pytest.raises(TeloError) as exc:
+            await ghost
+        return [await ok1, await ok2], exc.value
+
+    stored, error = asyncio.run(main())
+    assert [e.path for e in stored] == ["a", "b"]
+    assert isinstance(error, TeloError)
+    assert [e.path for e in store.read_entries("r1")] == ["a", "b"]
+
+
+def test_an_append_abandoned_before_its_batch_is_not_written(store: SqliteStore) -> None:
+    _admit(store)
+
+    async def main() -> Entry:
+        gate = Gate(store)
+        dropped = store.submit_append_async("r1", Entry.decided("dropped", "value", 1))
+        kept = store.submit_append_async("r1", Entry.decided("kept", "value", 2))
+        dropped.cancel()
+        await asyncio.to_thread(gate.open)
+        return await kept
+
+    assert asyncio.run(main()).path == "kept"
+    assert [e.path for e in store.read_entries("r1")] == ["kept"]
+
+
+def test_a_loop_closed_before_its_batch_settles_does_not_stop_the_writer(store: SqliteStore) -> None:
+    _admit(store)
+    gate = Gate(store)
+    loop = asyncio.new_event_loop()
+
+    async def submit() -> asyncio.Future[Entry]:
+        return store.submit_append_async("r1", Entry.decided("orphan", "value", 1))
+
+    loop.run_until_complete(submit())
+    loop.close()
+    gate.open()  # the batch commits; settling on the closed loop is skipped
+    assert store.append("r1", Entry.decided("after", "value", 2)).path == "after"
+    assert [e.path for e in store.read_entries("r1")] == ["orphan", "after"]
+
+
+def test_inside_a_transaction_the_append_joins_it(store: SqliteStore) -> None:
+    _admit(store)
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError), store.transaction():
+            fut = store.submit_append_async("r1", Entry.decided("rolled", "value", 1))
+            assert fut.done() and (await fut).path == "rolled"
+            raise RuntimeError("roll back")
+        kept = store.submit_append_async("r1", Entry.decided("kept", "value", 2))
+        assert (await kept).path == "kept"
+
+    asyncio.run(main())
+    assert [e.path for e in store.read_entries("r1")] == ["kept"]
