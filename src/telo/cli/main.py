@@ -64,6 +64,6 @@ def frame_decode(frame_text: str) -> None:
 
 
 def main() -> None:
-    from telo.cli import run_cmds, runs_cmds, ui_cmd  # noqa: F401 - registers the commands on `cli`
+    from telo.cli import run_cmds, runs_cmds, runs_group, ui_cmd  # noqa: F401 - registers the commands on `cli`
 
     sys.exit(cli.main(standalone_mode=True))
