@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from telo import faults, paths
+from telo import faults, observability, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
 from telo.durable.digest import DIGEST_PATH, Digest, changes, describe_changes, held_path, hold_path
@@ -85,7 +85,37 @@ async def execute_run(
     clock: Clock = SYSTEM_CLOCK,
     on_handle: Callable[[LocalRunHandle], None] | None = None,
 ) -> Execution:
-    """Execute (or continue) ``run``; the caller has admitted it and holds its claim under ``holder``."""
+    """Execute (or continue) ``run``; the caller has admitted it and holds its claim under ``holder``.
+
+    With tracing enabled (:mod:`telo.observability`), the execution runs inside its run span."""
+    tracer = observability.run_tracer()
+    if tracer is None:
+        return await _execute_run(store, run, body, call_inputs, holder=holder, services=services, clock=clock,
+                                  on_handle=on_handle)
+    with tracer.run_span(run, body.name) as span:
+
+        def observe(handle: LocalRunHandle) -> None:
+            span.on_handle(handle)
+            if on_handle is not None:
+                on_handle(handle)
+
+        execution = await _execute_run(store, run, body, call_inputs, holder=holder, services=services,
+                                       clock=clock, on_handle=observe)
+        span.finish(execution)
+        return execution
+
+
+async def _execute_run(
+    store: AsyncStore,
+    run: str,
+    body: WorkflowBody,
+    call_inputs: Any,
+    *,
+    holder: str,
+    services: Services | None,
+    clock: Clock,
+    on_handle: Callable[[LocalRunHandle], None] | None,
+) -> Execution:
     services = services or Services(clock=clock)
     state = await asyncio.to_thread(eventlog.recover, store.sync, run) if store.sync.kind != "memory" \
         else eventlog.recover(store.sync, run)
