@@ -110,7 +110,6 @@ class RunStatus:
     unconfirmed_effects: tuple[Mapping[str, Any], ...] = ()  # {step, resolution} of each unknown outcome
     created_at: int | None = None
     updated_at: int | None = None
-    epoch: int = 0  # bumped by each restore
 
     @property
     def settled(self) -> bool:
@@ -477,19 +476,25 @@ class AsyncApp:
     async def _rest(self, run: str, deadline: float | None) -> RunResult:
         """Wait until ``run`` rests: it settles, parks waiting for a delivery or an operator, parks on time
         under a fake clock, or nothing in this process executes it; or until ``deadline`` (monotonic s)."""
+        fut: asyncio.Future[Any] | None = None
         while True:
-            fut = self._inflight.get(run)
-            if fut is not None and fut.done() and not fut.cancelled() and fut.exception() is not None:
-                raise fut.exception()  # type: ignore[misc]
+            fut = self._inflight.get(run) or fut  # kept once done: a crash of the execution is raised here
+            if fut is not None and fut.done() and not fut.cancelled() and (crash := fut.exception()) is not None:
+                raise crash
             record = await self._read(run)
             local = fut is not None and not fut.done()
+            timed = record.status == "parked" and record.parked is not None and record.parked.token is None \
+                and record.due_at is not None
             if record.terminal:
                 return _result(record)
-            if record.status == "parked":
-                timed = record.parked is not None and record.parked.token is None and record.due_at is not None
-                if not (local and timed and not self._fake_clock):
+            if local:
+                # Executing here: wait for it (a park read now may be the one it is about to continue), except
+                # through a time park under a fake clock, which only the test's clock can end.
+                if timed and self._fake_clock:
                     return _result(record)
-            elif not local:
+            elif record.status == "parked":
+                return _result(record)
+            else:
                 from telo.journal.rules import claim_is_live
 
                 if record.status != "running" or not claim_is_live(record.claim, self.clock.now_ms()):
@@ -552,7 +557,7 @@ class AsyncApp:
         claim = record.claim
         return RunStatus(record.run, record.status, record.workflow, record.due_at, record.parked,
                          _error(record.error), claim.holder if claim else None, claim.until if claim else None,
-                         unconfirmed, record.created_at, record.updated_at, record.epoch)
+                         unconfirmed, record.created_at, record.updated_at)
 
     async def result(self, run: RunLike, wait: Wait = None) -> RunResult:
         """The run's outcome (``telo result``); with ``wait`` (seconds or ``"30s"``), wait up to that long for
@@ -566,6 +571,13 @@ class AsyncApp:
             if record.terminal or deadline is None or time.monotonic() >= deadline:
                 return _result(record)
             await asyncio.sleep(POLL_S)
+
+    async def wait(self, run: RunLike, timeout: Wait = None) -> RunResult:
+        """Wait until the run comes to rest — it settles, or parks waiting for a delivery or an operator (or on
+        time, under a fake clock) — as :meth:`run` does after starting it; ``timeout`` bounds the wait."""
+        await self._ready()
+        seconds = _seconds(timeout)
+        return await self._rest(_run_id(run), None if seconds is None else time.monotonic() + seconds)
 
     async def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
         """Deliver ``payload`` to the run parked on ``token`` (validated against the awaiting resource's
@@ -767,6 +779,10 @@ class App:
     def result(self, run: RunLike, wait: Wait = None) -> RunResult:
         """See :meth:`AsyncApp.result`."""
         return self._call(self.aio.result(run, wait))
+
+    def wait(self, run: RunLike, timeout: Wait = None) -> RunResult:
+        """See :meth:`AsyncApp.wait`."""
+        return self._call(self.aio.wait(run, timeout))
 
     def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
         """See :meth:`AsyncApp.deliver`."""
