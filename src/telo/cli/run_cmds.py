@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli
+from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.errors import TeloError
 
 
@@ -44,8 +45,12 @@ def print_diagnostics(diagnostics: Sequence[Any]) -> None:
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE", help="An input for the targets (JSON or text).")
 @click.option("--json", "as_json", is_flag=True, help="Print the targets' results as JSON.")
-def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool) -> None:
+@click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto",
+              show_default=True, help="Durable steps as they run, on stderr: a live view (auto: when stderr is "
+              "a terminal), plain lines, or off.")
+def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress: str) -> None:
     """Run a manifest's targets; durable runs it starts are awaited until they settle or park."""
+    from telo.cli.progress import watching
     from telo.manifest import ManifestLoadError
     from telo.runtime.app import Application
     from telo.values import to_plain
@@ -58,7 +63,8 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool) -> None:
         sys.exit(EXIT_ERROR)
     app.inputs = parse_inputs(inputs)
     try:
-        code = asyncio.run(app.main())
+        with watching(app, progress):
+            code = asyncio.run(app.main())
     except TeloError as exc:
         click.echo(f"error: {exc.code}: {exc.message}", err=True)
         if exc.hint:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,22 @@ from telo.journal.model import NO_VALUE, Outcome, RunRecord
 log = logging.getLogger("telo.durable")
 
 REPLAYED_REASON = "a durable workflow's body is replayed from its journal on resume"
+
+HandleObserver = Callable[[LocalRunHandle], None]
+_observer: contextvars.ContextVar[HandleObserver | None] = contextvars.ContextVar("telo_handle_observer",
+                                                                                  default=None)
+
+
+@contextlib.contextmanager
+def observing_handles(observer: HandleObserver) -> Iterator[None]:
+    """Hand every run handle :func:`execute_run` opens in this context — and in the tasks started from it —
+    to ``observer`` before the body runs (as ``on_handle`` does for one call). ``telo run`` watches steps
+    for its progress view this way, without threading a listener through the application and workflows."""
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,10 +137,14 @@ async def _execute_run(
     state = await asyncio.to_thread(eventlog.recover, store.sync, run) if store.sync.kind != "memory" \
         else eventlog.recover(store.sync, run)
     handle = LocalRunHandle(store, state, clock=clock)
+    handle.holder = holder
     if body.effect_policy is not None:
         handle.policy_for = body.effect_policy
     if on_handle is not None:
         on_handle(handle)
+    observer = _observer.get()
+    if observer is not None:
+        observer(handle)
     renewer = asyncio.create_task(_renew(store, run, holder, clock))
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
@@ -146,6 +167,9 @@ async def _execute_run(
             scope = {**module, "inputs": inputs, "steps": {}}
             await run_steps(body.steps, scope, services, paths.ROOT)
     except Suspension:
+        # The park record kept the claim while other branches ran on (see LocalRunHandle.park); the body has
+        # now unwound, so the run is free for whoever wakes it.
+        await store.release(run, holder)
         return _done(run, "parked", handle)
     except RunCancelled:
         return _done(run, "cancelled", handle)
