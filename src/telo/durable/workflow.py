@@ -240,7 +240,7 @@ class Resumer(Resource):
         try:
             due = await store.due_runs(self.app.clock.now_ms(), self.batch + len(self.unreadable))
         except TeloError:
-            log.warning("Could not look for interrupted runs", exc_info=True)
+            log.warning("durable.resumer.sweep_failed", extra={"durable.workflow": wf.name}, exc_info=True)
             return 0
         due = [run for run in due if run not in self.unreadable][: self.batch]
         outcomes = await asyncio.gather(*(self._continue(wf, store, run) for run in due), return_exceptions=True)
@@ -265,13 +265,14 @@ class Resumer(Resource):
         except TeloError as exc:
             if exc.code in ("ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"):
                 self.unreadable.add(run)
-                log.error("Cannot read an interrupted run; this resumer skips it from now on",
+                # it cannot be read, so this resumer skips it from now on
+                log.error("durable.resumer.unreadable",
                           extra={"durable.run": run, "error.code": exc.code, "error.message": exc.message})
             else:
-                log.warning("A resumed run failed", extra={"durable.run": run}, exc_info=True)
+                log.warning("durable.resumer.run_failed", extra={"durable.run": run}, exc_info=True)
             return 0
         self.resumed += 1
-        log.info("Resumed an interrupted run", extra={"durable.run": run, "durable.status": execution.status})
+        log.info("durable.resumer.resumed", extra={"durable.run": run, "durable.status": execution.status})
         return 1
 
     async def teardown(self) -> None:

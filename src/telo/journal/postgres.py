@@ -155,7 +155,7 @@ class PostgresStore(Store):
             with self._pool.connection() as conn:
                 conn.execute("SELECT pg_notify(%s, %s)", (self._names.channel, run))
         except psycopg.Error as exc:
-            log.warning("could not NOTIFY a woken run: %s", exc, extra={"durable.run": run})
+            log.warning("journal.postgres.notify_failed", extra={"durable.run": run, "error.message": str(exc)})
 
     # --- runs -------------------------------------------------------------------------------------------
 

@@ -68,12 +68,10 @@ class WakeListener:
                 self._ready.set()
                 if self._stop.is_set():
                     return
-                log.warning(
-                    "PostgreSQL journal wake-up listener lost its connection; reconnecting in %.1fs: %s",
-                    backoff,
-                    exc,
-                    extra={"durable.channel": self._channel},
-                )
+                # the wake-up listener lost its connection; it reconnects after the backoff
+                log.warning("journal.postgres.listener_reconnecting",
+                            extra={"durable.channel": self._channel, "journal.backoff_s": backoff,
+                                   "error.message": str(exc)})
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
@@ -81,4 +79,4 @@ class WakeListener:
         try:
             self._callback(run)
         except Exception:  # a subscriber's bug must not kill the listener for every later wake-up
-            log.exception("PostgreSQL journal wake-up callback failed", extra={"durable.run": run})
+            log.exception("journal.postgres.wake_callback_failed", extra={"durable.run": run})
