@@ -259,7 +259,16 @@ def schema_of_type(tp: Any) -> dict[str, Any]:
         return {"type": "string"}
     if is_typeddict(tp):
         hints = typing.get_type_hints(tp)
-        required = sorted(getattr(tp, "__required_keys__", ()))
+        required_keys = set(getattr(tp, "__required_keys__", ()))
+        # Under `from __future__ import annotations` Python 3.11 misses NotRequired[...] in __required_keys__:
+        # the markers, read from the resolved annotations, decide.
+        for key, hint in typing.get_type_hints(tp, include_extras=True).items():
+            marker = typing.get_origin(hint)
+            if marker is typing.NotRequired:
+                required_keys.discard(key)
+            elif marker is typing.Required:
+                required_keys.add(key)
+        required = sorted(required_keys)
         out: dict[str, Any] = {"type": "object", "properties": {k: schema_of_type(v) for k, v in hints.items()}}
         if required:
             out["required"] = required
