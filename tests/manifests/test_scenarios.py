@@ -25,14 +25,7 @@ MANIFESTS = sorted(p for p in HERE.rglob("*.yaml") if "__fixtures__" not in p.re
 CONCURRENCY = int(os.environ.get("TELO_SCENARIO_CONCURRENCY", "4"))
 
 # relative path -> why it is expected to fail (a bug in src/ that is reported, not fixed)
-XFAIL: dict[str, str] = {
-    "durable/resubmit_shape.yaml": "a re-submission that claims and continues a parked run answers "
-    "{attached: true} where reference §6 (fall through and execute) answers like a start {started: true} "
-    "(src/telo/durable/workflow.py, Workflow.invoke)",
-    "steps/with_scoped.yaml": "Run.Sequence `with:` resources pass the load checks but are never created, so a "
-    "step invoking one fails with ERR_RESOURCE_NOT_FOUND (src/telo/kinds/run.py Sequence.invoke ignores "
-    "`with`/`targets`)",
-}
+XFAIL: dict[str, str] = {}
 
 _RESULT_LINE = re.compile(r"^(PASS|FAIL) (.+?) \((?:exit -?\d+, )?[\d.]+ s\)$")
 

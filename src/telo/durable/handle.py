@@ -30,6 +30,7 @@ from telo.errors import (
     TypedFrameUnencodable,
     UnjournalableValue,
 )
+from telo.journal.claims import DEFAULT_TTL_MS
 from telo.journal.eventlog import RunState
 from telo.journal.model import Entry, Parked
 from telo.targets import targets_match
@@ -67,6 +68,7 @@ class LocalRunHandle:
         self.collapse_reasons: list[str] = []
         self._reported: set[int] = set()
         self._cancelled = False
+        self.holder: str | None = None  # the claim this execution holds (kept across a branch's park)
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
@@ -156,6 +158,11 @@ class LocalRunHandle:
         await self.store.park(
             self.run_id, Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
         )
+        if self.holder is not None:
+            # A store's park releases the claim, but this body may still be running sibling branches of a
+            # fan-out (spec §7.8): keep the run claimed until the whole body has unwound, so no worker woken by
+            # a delivery executes those branches a second time meanwhile.
+            await self.store.claim(self.run_id, self.holder, DEFAULT_TTL_MS, self.clock.now_ms())
         faults.point("after-park-record")
         log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,
                                         "durable.resource": where.resource})

@@ -119,8 +119,10 @@ class Workflow(Resource):
                 return {"runId": run, "attached": True, "status": record.status}
             if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
                 return {"runId": run, "attached": True, "status": record.status}
+            # Resume by resubmission (reference §6): the claim was free, so this call continues the run and
+            # answers like a start.
             self.app.hold(self.run_to_rest(run, inputs, self.holder))
-            return {"runId": run, "attached": True, "status": "running"}
+            return {"runId": run, "started": True, "status": "running"}
         if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
             return {"runId": run, "attached": True, "status": "running"}
         faults.point("after-admit")

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from telo.engine.context import derive, entered
 from telo.engine.suspend import Suspension
 from telo.errors import TeloError
+from telo.journal.model import NO_VALUE
 
 
 class InvokeError(TeloError):
@@ -92,12 +93,15 @@ async def dispatch(
 ) -> Any:
     """Invoke ``target`` through the chokepoint; ``path`` is the dispatching step's durable path."""
     contract = contract or getattr(target, "contract", None) or Contract()
-    if contract.inputs is not None:
-        inputs = contract.inputs.validate(inputs, where=f"{target.name} inputs")
     ctx = derive(path=path) if path is not None else derive()
     try:
+        # Contract failures are rejections of THIS dispatch, reported through the same events.
+        if contract.inputs is not None:
+            inputs = contract.inputs.validate(inputs, where=f"{target.name} inputs")
         with entered(ctx):
             result = await target.invoke(inputs)
+        if contract.outputs is not None and result is not NO_VALUE:
+            result = contract.outputs.validate(result, where=f"{target.name} outputs")
     except Suspension:
         events.emit(f"{target.name}.InvokeParked", {"ref": _ref(target), "inputs": inputs, "outcome": "parked"})
         raise
@@ -120,8 +124,6 @@ async def dispatch(
             f"{target.kind} {target.name!r} failed: {type(exc).__name__}: {exc}",
             data={"resource": target.name, "kind": target.kind},
         ) from exc
-    if contract.outputs is not None:
-        result = contract.outputs.validate(result, where=f"{target.name} outputs")
     events.emit(
         f"{target.name}.Invoked",
         {"ref": _ref(target), "inputs": inputs, "outputs": result, "phase": "end", "outcome": "ok"},

@@ -44,8 +44,41 @@ class Sequence(_Body):
     async def invoke(self, inputs: Any) -> Any:
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": inputs if inputs is not None else {},
                                  "steps": {}}
-        await run_steps(self.steps, scope, self.app.services)
+        decl = self.app.decls.get(self.name)
+        if decl is None or not decl.scoped:
+            await run_steps(self.steps, scope, self.app.services)
+        else:
+            await self._with_scope(decl.scoped, scope)
         return self.outputs.evaluate(scope) if self.outputs is not None else scope["steps"]
+
+    async def _with_scope(self, declared: Mapping[str, Any], scope: dict[str, Any]) -> None:
+        """``with:`` (reference §3): resources created for this one run of the sequence, reached by name
+        before module-level ones, their ``targets:`` run concurrently before the steps, all torn down after."""
+        import asyncio
+
+        from telo.runtime.app import SCOPED_RESOURCES, controllers
+
+        table = controllers()
+        created = {name: table[d.kind](self.app, name, d.config, d.module) for name, d in declared.items()
+                   if d.kind in table}
+        outer = dict(derive().extra(SCOPED_RESOURCES) or {})
+        try:
+            with entered(derive(extra=(SCOPED_RESOURCES, {**outer, **created}))):
+                for resource in created.values():
+                    await resource.init()
+                scope["resources"] = {**scope.get("resources", {}),
+                                      **{n: r.snapshot() for n, r in created.items()}}
+                runners = [self.app.resource_for(ref) for ref in self.config.get("targets") or []]
+                background = [asyncio.ensure_future(r.run()) for r in runners if r.runnable]  # type: ignore[attr-defined]
+                try:
+                    await run_steps(self.steps, scope, self.app.services)
+                finally:
+                    for task in background:
+                        task.cancel()
+                    await asyncio.gather(*background, return_exceptions=True)
+        finally:
+            for resource in reversed(list(created.values())):
+                await resource.teardown()
 
     async def run(self) -> None:
         await dispatch(as_invocable(self), self.app.inputs, events=self.app.events)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from telo.clock import SYSTEM_CLOCK, Clock
+from telo.engine.context import current
 from telo.engine.dispatch import EventBus, dispatch
 from telo.engine.interpreter import Services, predicate, run_steps
 from telo.engine.steps import compile_steps
@@ -25,6 +26,9 @@ from telo.runtime.resource import Resource, as_invocable
 log = logging.getLogger("telo.runtime")
 
 Controller = Callable[["Application", str, Mapping[str, Any], str | None], Resource]
+
+# InvokeContext extra: the `with:`-scoped resources in reach (name -> instance), resolved before module-level ones.
+SCOPED_RESOURCES = "with.resources"
 
 
 def controllers() -> Mapping[str, Controller]:
@@ -87,6 +91,11 @@ class Application:
     def resource_for(self, ref: Any, *, where: str = "") -> Resource:
         if not isinstance(ref, Ref):
             raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where}: expected `!ref <resource>`, got {ref!r}")
+        if ref.alias is None:
+            scoped = current().extra(SCOPED_RESOURCES)
+            if scoped and ref.name in scoped:
+                found: Resource = scoped[ref.name]
+                return found
         try:
             decl = self.manifest.resolve(ref)
         except KeyError:
