@@ -1,0 +1,220 @@
+"""Testing your own workflows with pytest: a temporary journal, a fake clock, delivery and replay helpers.
+
+Installed as a pytest plugin (entry point ``telo``), so in a project that depends on telo-python these
+fixtures are simply there:
+
+* ``telo_journal`` — a fresh SQLite journal path in ``tmp_path``;
+* ``telo_clock`` — a :class:`FakeClock` (time passes only when the test says so);
+* ``telo_app`` — a factory ``telo_app(manifest_or_yaml, **load_kwargs) -> App`` loading with that journal and
+  clock, :func:`track`-ed, and closed when the test ends.
+
+And helpers to call from a test (or from any code holding an :class:`~telo.api.App`):
+
+* :func:`advance` — move the fake clock, then continue every run that became due (``App.run_due``);
+* :func:`settle` — fire a run's durable sleeps instantly: while it is parked on time, jump the clock to its
+  due time and continue it; returns its :class:`~telo.api.RunResult` once it settles or waits for a delivery;
+* :func:`deliver` — deliver a payload and wait for the run it continues to come to rest;
+* :func:`assert_replayed` — the last execution of a resumed run replayed its finished steps instead of
+  re-running them (from the run's ``replayedSteps`` and the dispatch events: a replayed step emits no
+  ``<target>.Invoked``).
+
+Importing this module is cheap: pytest loads it in every session of a project that installs telo.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from telo.api import App, RunResult
+    from telo.clock import FakeClock
+    from telo.runtime.app import Application
+
+__all__ = ["advance", "assert_replayed", "deliver", "settle", "track"]
+
+_RUN_EVENTS = ("RunCompleted", "RunFailed", "RunParked", "RunCancelled", "RunRunning")
+
+
+# --- fixtures ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def telo_journal(tmp_path: Path) -> str:
+    """A SQLite journal path of its own for this test (the file is created on first use)."""
+    return str(tmp_path / "telo-journal.db")
+
+
+@pytest.fixture
+def telo_clock() -> FakeClock:
+    """A fake clock starting at 2026-01-01T00:00:00Z; :func:`advance` moves it."""
+    from telo.clock import FakeClock
+
+    return FakeClock()
+
+
+@pytest.fixture
+def telo_app(telo_journal: str, telo_clock: FakeClock) -> Iterator[Callable[..., App]]:
+    """``telo_app(source, **kwargs)``: ``telo.load`` with this test's journal and clock (override either by
+    keyword), tracked for :func:`assert_replayed`; every app it made is closed at the end of the test."""
+    from telo.api import load
+
+    made: list[App] = []
+
+    def make(source: str | Path, **kwargs: Any) -> App:
+        kwargs.setdefault("journal", telo_journal)
+        kwargs.setdefault("clock", telo_clock)
+        app = track(load(source, **kwargs))
+        made.append(app)
+        return app
+
+    yield make
+    for app in reversed(made):
+        app.close()
+
+
+# --- helpers -----------------------------------------------------------------------------------------------
+
+
+def _fake(app: App) -> FakeClock:
+    from telo.clock import FakeClock
+
+    if not isinstance(app.clock, FakeClock):
+        raise TypeError("this helper moves the app's clock: load the app with clock=FakeClock() (or telo_app)")
+    return app.clock
+
+
+def advance(app: App, *, seconds: float = 0.0, ms: int = 0) -> int:
+    """Move the app's fake clock forward, then continue every run that became due; returns how many ran."""
+    _fake(app).advance(seconds=seconds, ms=ms)
+    return app.run_due()
+
+
+def settle(app: App, run: Any, *, max_rounds: int = 1000, timeout: float = 30.0) -> RunResult:
+    """Drive ``run`` through its durable sleeps (and long retry backoffs) at once: while it is parked on time,
+    jump the fake clock to its due time and continue it. Returns the run's result once it settles, or parks
+    waiting for a delivery or an operator. ``timeout`` bounds the real time spent waiting for executions."""
+    clock = _fake(app)
+    deadline = time.monotonic() + timeout
+    for _ in range(max_rounds):
+        result = _rest(app, run, deadline)
+        parked = result.parked
+        if result.settled or parked is None or parked.token is not None or result.due_at is None:
+            return result
+        if result.due_at > clock.now_ms():
+            clock.advance(ms=result.due_at - clock.now_ms())
+        app.run_due()
+    raise AssertionError(f"run {run} was still parked on time after {max_rounds} rounds")
+
+
+def _rest(app: App, run: Any, deadline: float) -> RunResult:
+    """The run's result once nothing in this process is executing it (or at ``deadline``)."""
+    while True:
+        status = app.status(run)
+        if status.status != "running" or time.monotonic() >= deadline:
+            return app.result(run)
+        time.sleep(0.01)
+
+
+def deliver(app: App, token: str, payload: Any = None, *, timeout: float = 30.0) -> RunResult:
+    """Deliver ``payload`` to the run parked on ``token`` and wait until that run comes to rest again (under
+    a fake clock its next durable sleep counts as rest: :func:`settle` it). Fails if nothing waits on it."""
+    delivery = app.deliver(token, payload)
+    if not delivery.delivered or delivery.run_id is None:
+        raise AssertionError(f"no run is parked on token {token!r} (or it was delivered already)")
+    return _rest(app, delivery.run_id, time.monotonic() + timeout)
+
+
+# --- replay tracking ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Execution:
+    invoked: list[str] = field(default_factory=list)  # target names that emitted .Invoked, in order
+    replayed_steps: int = 0
+    status: str | None = None
+
+
+@dataclass
+class _Tracker:
+    open: dict[str, _Execution] = field(default_factory=dict)
+    done: dict[str, list[_Execution]] = field(default_factory=dict)
+
+    def __call__(self, name: str, payload: Mapping[str, Any]) -> None:
+        from telo.engine.context import current
+
+        target, _, event = name.rpartition(".")
+        if event == "Invoked":
+            run = current().run_id  # dispatch emits in the invoking step's context: its run
+            if run is not None:
+                self.open.setdefault(run, _Execution()).invoked.append(target)
+        elif event in _RUN_EVENTS and isinstance(payload.get("run"), str):
+            run = payload["run"]  # a workflow's execution ended (Workflow.execute)
+            execution = self.open.pop(run, _Execution())
+            execution.replayed_steps = int(payload.get("replayedSteps") or 0)
+            execution.status = event.removeprefix("Run").lower()
+            self.done.setdefault(run, []).append(execution)
+
+
+_TRACKERS: weakref.WeakKeyDictionary[Application, _Tracker] = weakref.WeakKeyDictionary()
+
+
+def track(app: App) -> App:
+    """Record which targets each execution of each run dispatched (for :func:`assert_replayed`); apps made by
+    the ``telo_app`` fixture are tracked already. Returns ``app``."""
+    application = app.application
+    if application not in _TRACKERS:
+        tracker = _Tracker()
+        application.events.subscribe(tracker)
+        _TRACKERS[application] = tracker
+    return app
+
+
+def assert_replayed(app: App, run: Any, *steps: str) -> None:
+    """Assert that the last execution of ``run`` in ``app`` replayed the steps earlier executions had finished,
+    rather than running them again.
+
+    It must have replayed at least one step (``replayedSteps``); each target whose receipt it replayed (the
+    first ``replayedSteps`` step entries of the journal, in log order) must not have been dispatched by it
+    (a replayed step emits no ``<target>.Invoked``) — unless a step it executed afresh has the same target.
+    ``steps`` names steps (or target resources) that must be among the replayed ones.
+    """
+    run_id = str(run)
+    tracker = _TRACKERS.get(app.application)
+    if tracker is None:
+        raise AssertionError("assert_replayed needs a tracked app: make it with the telo_app fixture, or call "
+                             "telo.testing.track(app) before it runs")
+    executions = tracker.done.get(run_id)
+    if not executions:
+        raise AssertionError(f"run {run_id!r} was not executed by this app")
+    last = executions[-1]
+    receipts = [e for e in app.journal(run_id) if e.kind == "step" and not e.path.startswith("@")]
+    replayed, fresh = receipts[: last.replayed_steps], receipts[last.replayed_steps:]
+    if last.replayed_steps == 0:
+        ran = ", ".join(sorted(set(last.invoked))) or "nothing"
+        raise AssertionError(f"run {run_id!r} re-ran instead of replaying: its last execution replayed 0 steps "
+                             f"and dispatched {ran}")
+    fresh_targets = {(e.target or {}).get("name") for e in fresh}
+    rerun = sorted({name for e in replayed if (name := (e.target or {}).get("name")) in last.invoked
+                    and name not in fresh_targets})
+    if rerun:
+        raise AssertionError(f"run {run_id!r}: its last execution dispatched {', '.join(rerun)} again, although "
+                             "their steps had finished before it")
+    names = {_step_name(e.path) for e in replayed} | {(e.target or {}).get("name") for e in replayed}
+    missing = [s for s in steps if s not in names]
+    if missing:
+        raise AssertionError(f"run {run_id!r}: {', '.join(missing)} not among the steps its last execution "
+                             f"replayed ({', '.join(sorted(n for n in names if n)) or 'none'})")
+
+
+def _step_name(path: str) -> str:
+    from telo import paths
+
+    last = paths.parse(path)[-1]
+    return last.name
