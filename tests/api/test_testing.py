@@ -1,0 +1,193 @@
+"""telo.testing: the pytest plugin's fixtures and helpers, used directly and from a user's test suite."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import telo
+from telo.clock import FakeClock
+from telo.testing import advance, assert_replayed, deliver, settle, track
+
+pytest_plugins = ["pytester"]
+
+ran: Counter[str] = Counter()
+
+
+@telo.kind("PlugT.Work", idempotent=True)
+def work(inputs: dict[str, Any]) -> str:
+    ran[inputs["label"]] += 1
+    return f"did {inputs['label']}"
+
+
+MANIFEST = """\
+kind: Telo.Application
+metadata: { name: PluginTests }
+imports: { P: PlugT, Local: durable-local, Durable: durable, Journal: durable-journal-sqlite }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./never-used.db
+---
+kind: P.Work
+metadata: { name: work }
+---
+kind: Durable.Await
+metadata: { name: approval }
+token: !cel "'approve:' + inputs.id"
+---
+kind: Durable.Sleep
+metadata: { name: coolOff }
+for: 2h
+---
+kind: Local.Workflow
+metadata: { name: order }
+journal: !ref runs
+runId: !cel "'order:' + inputs.id"
+inputs: { id: !cel "inputs.id" }
+steps:
+  - { name: reserve, invoke: !ref work, inputs: { label: !cel "'reserve ' + inputs.id" } }
+  - { name: approve, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
+  - { name: nap, invoke: !ref coolOff }
+  - { name: ship, invoke: !ref work, inputs: { label: !cel "'ship ' + inputs.id" } }
+  - { name: nap2, invoke: !ref coolOff }
+  - { name: done, invoke: !ref work, inputs: { label: !cel "'done ' + inputs.id" } }
+"""
+
+
+@pytest.fixture(autouse=True)
+def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    ran.clear()
+
+
+def test_the_fixtures_give_a_journal_a_clock_and_apps(telo_journal: str, telo_clock: FakeClock,
+                                                      telo_app: Callable[..., telo.App]) -> None:
+    assert telo_journal.endswith(".db") and not Path(telo_journal).exists()
+    app = telo_app(MANIFEST)
+    assert app.clock is telo_clock
+    assert app.run("order", {"id": "1"}).status == "parked"
+    assert Path(telo_journal).is_file() and not Path("never-used.db").exists()
+
+
+def test_settle_fires_durable_sleeps_and_deliver_waits_for_rest(telo_app: Callable[..., telo.App],
+                                                                telo_clock: FakeClock) -> None:
+    app = telo_app(MANIFEST)
+    start = telo_clock.now_ms()
+    assert app.run("order", {"id": "2"}).status == "parked"
+    after = deliver(app, "approve:2", {"ok": True})
+    assert after.status == "parked" and after.due_at == start + 2 * 3_600_000  # the first sleep
+    done = settle(app, "order:2")
+    assert done.ok and done.step("done") == "did done 2"
+    assert telo_clock.now_ms() == start + 4 * 3_600_000  # moved exactly to each due time
+    assert ran == {"reserve 2": 1, "ship 2": 1, "done 2": 1}
+    with pytest.raises(AssertionError, match="no run is parked"):
+        deliver(app, "approve:2")
+
+
+def test_advance_runs_what_became_due(telo_app: Callable[..., telo.App]) -> None:
+    app = telo_app(MANIFEST)
+    app.run("order", {"id": "3"})
+    app.deliver("approve:3", {})
+    assert app.wait("order:3").status == "parked"
+    assert advance(app, seconds=60) == 0
+    assert advance(app, seconds=2 * 3600) == 1
+    assert app.status("order:3").due_at is not None and ran["ship 3"] == 1
+
+
+def test_assert_replayed_after_a_restart(telo_app: Callable[..., telo.App]) -> None:
+    first = telo_app(MANIFEST)
+    first.run("order", {"id": "4"})
+    first.close()  # the process "ends" while the run waits for its approval
+    second = telo_app(MANIFEST)
+    deliver(second, "approve:4", {"by": "ada"})
+    assert_replayed(second, "order:4", "reserve", "approve")
+    settle(second, "order:4")
+    assert_replayed(second, "order:4", "reserve", "ship")
+    assert ran["reserve 4"] == 1
+    with pytest.raises(AssertionError, match="not among the steps"):
+        assert_replayed(second, "order:4", "nosuchstep")
+
+
+def test_assert_replayed_fails_for_a_run_that_re_ran(telo_app: Callable[..., telo.App]) -> None:
+    app = telo_app(MANIFEST)
+    app.run("order", {"id": "5"})
+    app.restore("order:5", 0)  # back to the start: every step executes again
+    assert app.wait("order:5").status == "parked"
+    assert ran["reserve 5"] == 2
+    with pytest.raises(AssertionError, match="re-ran instead of replaying"):
+        assert_replayed(app, "order:5")
+
+
+def test_helpers_refuse_what_they_cannot_do(tmp_path: Path) -> None:
+    with telo.load(MANIFEST, journal="memory:") as app:
+        with pytest.raises(TypeError, match="FakeClock"):
+            settle(app, "x")
+        with pytest.raises(AssertionError, match="tracked app"):
+            assert_replayed(app, "x")
+        assert track(app) is app and track(app) is app
+        with pytest.raises(AssertionError, match="not executed by this app"):
+            assert_replayed(app, "x")
+
+
+def test_a_users_suite_gets_the_plugin(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", orders=MANIFEST_USER)
+    pytester.makepyfile(test_orders='''
+        import telo
+        from telo.testing import assert_replayed, deliver, settle
+
+        calls = []
+
+        @telo.kind("PlugUser.Charge", key_consuming=True)
+        def charge(inputs, ctx):
+            calls.append(ctx.idempotency_key)
+            return {"charged": inputs["amount"]}
+
+        def test_an_order_charges_once(telo_app, telo_clock):
+            app = telo_app("orders.yaml")
+            assert app.run("order", {"id": "u1", "amount": 12.5}).status == "parked"
+            after = deliver(app, "approve:u1", {"by": "ada"})
+            assert after.status == "parked"  # cooling off, on the fake clock
+            done = settle(app, "order:u1")
+            assert done.ok and done.step("charge") == {"charged": 12.5}
+            assert calls == ["order:u1/steps/charge"]
+            assert_replayed(app, "order:u1", "charge")
+    ''')
+    result = pytester.runpytest("-q", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+MANIFEST_USER = """\
+kind: Telo.Application
+metadata: { name: UserSuite }
+imports: { Shop: PlugUser, Local: durable-local, Durable: durable, Journal: durable-journal-sqlite }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./orders.db
+---
+kind: Shop.Charge
+metadata: { name: charge }
+---
+kind: Durable.Await
+metadata: { name: approval }
+token: !cel "'approve:' + inputs.id"
+---
+kind: Durable.Sleep
+metadata: { name: coolOff }
+for: 1d
+---
+kind: Local.Workflow
+metadata: { name: order }
+journal: !ref runs
+runId: !cel "'order:' + inputs.id"
+inputs: { id: !cel "inputs.id", amount: !cel "inputs.amount" }
+steps:
+  - { name: charge, invoke: !ref charge, inputs: { amount: !cel "inputs.amount" } }
+  - { name: approve, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
+  - { name: coolOff, invoke: !ref coolOff }
+"""
