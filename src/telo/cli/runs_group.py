@@ -55,7 +55,7 @@ def open_store(journal: str | None, manifest: str | None) -> Any:
     """The journal named by ``--journal`` or ``--manifest``; a plain path that does not exist is refused
     rather than created, since a read command creating an empty journal at a mistyped path would answer
     "no runs" for the wrong reason."""
-    if journal and "://" not in journal and journal not in ("memory:",) and not os.path.exists(journal):
+    if journal and "://" not in journal and journal != "memory:" and not os.path.exists(journal):
         raise TeloError("ERR_JOURNAL_NOT_FOUND", f"there is no journal at {journal!r}",
                         hint="pass an existing SQLite file, file-journal directory or postgresql:// URL, "
                         "or --manifest FILE to use the manifest's journal")
