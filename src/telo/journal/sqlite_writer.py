@@ -168,6 +168,7 @@ class GroupCommitWriter:
         self._lock = threading.Lock()  # makes close() idempotent
         self._closed = False  # no new operations
         self._stopped = False  # the writer thread has left its loop
+        self._busy = False  # the writer thread holds a batch (see _loop)
         self._inline = inline_when_idle
         self._generation = fork_generation()
         self.stats = WriterStats()
@@ -199,7 +200,7 @@ class GroupCommitWriter:
     def call(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> T:
         """Run ``fn(connection)`` in a batch and return its result once the batch committed (blocking)."""
         op: _Op[T] = _Op(fn, isolated, None)
-        if self._inline and self._queue.empty() and self._conn_lock.acquire(blocking=False):
+        if self._inline and not self._busy and self._queue.empty() and self._conn_lock.acquire(blocking=False):
             try:
                 if self._closed:
                     raise closed_error()
@@ -252,10 +253,16 @@ class GroupCommitWriter:
                         break
                     item = self._queue.get()
                 if batch:
-                    # Futures resolve under the lock: callers that come back meanwhile see the writer busy
-                    # and queue, so the next batch gathers them instead of one of them committing alone.
-                    with self._conn_lock:
-                        self._run_batch(batch)
+                    # Busy from the moment a batch is out of the queue: an inline caller must not take the
+                    # connection from under it (the lock is not fair; a caller appending in a loop could
+                    # win it again and again). Futures resolve under the lock: callers that come back
+                    # meanwhile see the writer busy and queue, so the next batch gathers them.
+                    self._busy = True
+                    try:
+                        with self._conn_lock:
+                            self._run_batch(batch)
+                    finally:
+                        self._busy = False
         finally:
             # A crash of this loop must not leave callers waiting forever (see _enqueue for the order).
             self._closed = True

@@ -624,3 +624,27 @@ def test_close_racing_with_appends_leaves_nobody_waiting(path: str) -> None:
             th.join(10)
         assert not any(th.is_alive() for th in threads)  # nobody hangs
         assert set(outcomes) <= {"ERR_JOURNAL_CLOSED", "finished"} and len(outcomes) == 20
+
+
+def test_a_busy_inline_writer_does_not_starve_queued_operations(store: SqliteStore) -> None:
+    _admit(store, "sync")
+    _admit(store, "async")
+    stop = threading.Event()
+
+    def tight_loop() -> None:
+        i = 0
+        while not stop.is_set():
+            store.append("sync", Entry.decided(f"p{i}", "value", i))
+            i += 1
+
+    t = threading.Thread(target=tight_loop)
+    t.start()
+    try:
+        time.sleep(0.05)
+        for i in range(20):
+            started = time.monotonic()
+            store.submit_append("async", Entry.decided(f"q{i}", "value", i)).result(timeout=5)
+            assert time.monotonic() - started < 1.0
+    finally:
+        stop.set()
+        t.join()
