@@ -14,7 +14,9 @@ from telo.errors import TeloError
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and what it ran failed (a run failed, an assertion did not hold)
 EXIT_USAGE = 2  # click's own exit code for bad arguments
-EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, unknown run ...
+EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, a busy run ...
+# "The thing is not there" answers exit 1 on every command, like a failed outcome (docs/cli.md).
+NOT_THERE = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND"})
 
 
 class TeloGroup(click.Group):
@@ -27,7 +29,7 @@ class TeloGroup(click.Group):
             click.echo(f"error: {exc.code}: {exc.message}", err=True)
             if exc.hint:
                 click.echo(f"hint: {exc.hint}", err=True)
-            ctx.exit(EXIT_ERROR)
+            ctx.exit(EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR)
 
 
 @click.group(cls=TeloGroup)

@@ -70,6 +70,9 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
         sys.exit(EXIT_FAILED)
+    for run, error in app.failed_runs:
+        click.echo(f"run {run!r} failed: {error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}",
+                   err=True)
     if as_json:
         click.echo(json.dumps({k: to_plain(v) for k, v in app.target_results.items()}, ensure_ascii=False))
     sys.exit(code)

@@ -40,6 +40,7 @@ class AsyncStore:
         self._inline_reads = self._inline or store.kind == "sqlite"
         self._submit = getattr(store, "submit_append", None)
         self._submit_async = getattr(store, "submit_append_async", None)
+        self._status_async = getattr(store, "status_async", None)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._inline:
@@ -67,6 +68,15 @@ class AsyncStore:
         if self._inline_reads:
             return self.sync.read_run(run)
         return await self._call(self.sync.read_run, run)
+
+    async def run_status(self, run: str) -> str | None:
+        """The run's status, None if unknown: what a cancel check reads (SQLite: one read per loop iteration
+        answers every run that asks in it)."""
+        if self._status_async is not None:
+            status: str | None = await self._status_async(run)
+            return status
+        record = await self.read_run(run)
+        return None if record is None else record.status
 
     async def read_entries(self, run: str) -> list[Entry]:
         return await self._call(self.sync.read_entries, run)

@@ -50,8 +50,13 @@ Lookup = Callable[[str], Awaitable[Any]]
 
 @dataclass(frozen=True, slots=True)
 class EffectPolicy:
+    """``implicit`` marks the built-in kinds' redrive: re-entering a wait or a composite body IS how they
+    resume (their own effects are journaled step by step), so it is not an operator-visible choice and is
+    not recorded."""
+
     mode: str = REDRIVE
     lookup: Lookup | None = None
+    implicit: bool = False
 
 
 unconfirmed_path = paths.unconfirmed_path

@@ -123,7 +123,7 @@ class LocalRunHandle:
         resume: tuple[int, int | None] = (0, None)
         if paths.inputs_path(path) in self.opened:  # an intent from an earlier execution, and no receipt
             state = effects.effect_state(path, self.entries, self.run_id)
-            if state.unconfirmed:
+            if state.unconfirmed and not self.policy_for(target).implicit:
                 receipt = await self._resolve_unconfirmed(path, target, state)
                 if receipt is not None:
                     return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])))
@@ -265,9 +265,9 @@ class LocalRunHandle:
 
     async def check_cancelled_async(self) -> None:
         """Read the run's status before each effect: cancel stops a running body at its next step (a WAL or
-        indexed read, far cheaper than the effect and the append it guards)."""
-        record = await self.store.read_run(self.run_id)
-        if record is not None and record.status == "cancelled":
+        indexed read, far cheaper than the effect and the append it guards; on SQLite the checks of all the
+        runs in flight share one read per loop iteration)."""
+        if await self.store.run_status(self.run_id) == "cancelled":
             self._cancelled = True
         self.check_cancelled()
 

@@ -66,7 +66,7 @@ class Workflow(Resource):
         are pure, or journal their own effects step by step)."""
         resource = self.app.resources.get(target.get("name", "")) if target else None
         own = getattr(resource, "effect_policy", None)
-        return own() if callable(own) else EffectPolicy()
+        return own() if callable(own) else EffectPolicy(implicit=True)
 
     @property
     def journal(self) -> Journal:
@@ -141,6 +141,8 @@ class Workflow(Resource):
             except Exception:
                 log.exception("durable.run.crashed", extra={"durable.run": run})
                 raise
+            if execution.status == "failed":
+                self.app.run_failed(run, execution.error or {})
             if execution.status != "parked":
                 return execution
             record = await store.read_run(run)

@@ -105,6 +105,8 @@ class SqliteStore(Store):
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}", group=(AppendOp, append_group)
         )
         self._targets: dict[tuple[tuple[str, str], ...], str] = {}
+        # status_async: per event loop, the runs whose status was asked for in this loop iteration
+        self._status_asks: dict[asyncio.AbstractEventLoop, dict[str, list[asyncio.Future[str | None]]]] = {}
         # The pool must not reference self, or the finalizer below would keep the store alive forever.
         self._pool = Pool(partial(connect, self.path, synchronous=self.synchronous,
                                    busy_timeout_ms=busy_timeout_ms))
@@ -220,6 +222,58 @@ class SqliteStore(Store):
             return None if row is None else record_from_row(row)
 
         return self._read(op)
+
+    def read_statuses(self, runs: list[str]) -> dict[str, str]:
+        """The status of each of ``runs`` that exists, read at once (the cancel checks of many runs)."""
+        table = self._sql.runs
+
+        def op(conn: sqlite3.Connection) -> dict[str, str]:
+            found: dict[str, str] = {}
+            for i in range(0, len(runs), 500):
+                chunk = runs[i:i + 500]
+                marks = ", ".join("?" * len(chunk))
+                found.update(conn.execute(f"SELECT run, status FROM {table} WHERE run IN ({marks})", chunk))
+            return found
+
+        return self._read(op)
+
+    def status_async(self, run: str) -> asyncio.Future[str | None]:
+        """The run's status (None if unknown), for a caller on an event loop (called on its thread).
+
+        Every durable step checks its run's status before its effect (the cancel check). The checks asked for
+        in one loop iteration share ONE read, made at the start of the next iteration on the loop's thread:
+        with a hundred runs in flight, a read each — or a thread hand-off each — was a large share of the
+        CPU a step costs (benchmarks/durable.py). Inside an ambient transaction it reads at once.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str | None] = loop.create_future()
+        if self._ambient() is not None:
+            record = self.read_run(run)
+            future.set_result(None if record is None else record.status)
+            return future
+        asks = self._status_asks.get(loop)
+        if asks is None:
+            asks = self._status_asks[loop] = {}
+            loop.call_soon(self._answer_statuses, loop)
+        asks.setdefault(run, []).append(future)
+        return future
+
+    def _answer_statuses(self, loop: asyncio.AbstractEventLoop) -> None:
+        asks = self._status_asks.pop(loop, {})
+        try:
+            found = self.read_statuses(list(asks))
+        except BaseException as exc:
+            for futures in asks.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for run, futures in asks.items():
+            for future in futures:
+                if not future.done():
+                    future.set_result(found.get(run))
 
     def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...]) -> RunRecord:
         sql = self._sql

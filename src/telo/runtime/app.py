@@ -52,6 +52,7 @@ class Application:
         self._holds: set[asyncio.Future[Any]] = set()
         self.target_results: dict[str, Any] = {}
         self.inputs: dict[str, Any] = {}  # `telo run --input k=v`: the targets' inputs
+        self.failed_runs: list[tuple[str, dict[str, Any]]] = []
 
     @classmethod
     def load(cls, source: str | Path, *, text: str | None = None, env: Mapping[str, str] | None = None,
@@ -130,6 +131,12 @@ class Application:
 
     def request_exit(self, code: int) -> None:
         self.exit_code = max(self.exit_code, code)
+
+    def run_failed(self, run: str, error: Mapping[str, Any]) -> None:
+        """A durable run this process executed settled ``failed``: ``telo run`` reports it. The exit code
+        stays the targets' (reference §1: a run is started detached; its outcome is `telo result`'s to
+        tell), so scenario manifests that fail runs on purpose keep their meaning."""
+        self.failed_runs.append((run, dict(error)))
 
     async def run_targets(self) -> None:
         scope: dict[str, Any] = {**self.module_scope(), "inputs": self.inputs, "steps": {}}
