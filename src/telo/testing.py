@@ -114,12 +114,8 @@ def settle(app: App, run: Any, *, max_rounds: int = 1000, timeout: float = 30.0)
 
 
 def _rest(app: App, run: Any, deadline: float) -> RunResult:
-    """The run's result once nothing in this process is executing it (or at ``deadline``)."""
-    while True:
-        status = app.status(run)
-        if status.status != "running" or time.monotonic() >= deadline:
-            return app.result(run)
-        time.sleep(0.01)
+    """The run's result once it rests (``App.wait``), or at ``deadline``."""
+    return app.wait(run, timeout=max(0.0, deadline - time.monotonic()))
 
 
 def deliver(app: App, token: str, payload: Any = None, *, timeout: float = 30.0) -> RunResult:
