@@ -100,3 +100,50 @@ def test_inside_a_transaction_the_append_joins_it(store: SqliteStore) -> None:
 
     asyncio.run(main())
     assert [e.path for e in store.read_entries("r1")] == ["kept"]
+
+
+# --- statuses asked for from an event loop (the per-step cancel check) ---------------------------------------
+
+
+def test_statuses_asked_in_one_loop_iteration_share_one_read(store: SqliteStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    for run in ("a", "b", "c"):
+        _admit(store, run)
+    store.update_run("b", status="cancelled")
+    reads: list[list[str]] = []
+    real = store.read_statuses
+
+    def counted(runs: list[str]) -> dict[str, str]:
+        reads.append(list(runs))
+        return real(runs)
+
+    monkeypatch.setattr(store, "read_statuses", counted)
+
+    async def main() -> list[str | None]:
+        return list(await asyncio.gather(*(store.status_async(r) for r in ("a", "b", "c", "a", "ghost"))))
+
+    assert asyncio.run(main()) == ["running", "cancelled", "running", "running", None]
+    assert reads == [["a", "b", "c", "ghost"]]
+
+
+def test_a_status_read_that_fails_fails_every_asker(store: SqliteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(runs: list[str]) -> dict[str, str]:
+        raise TeloError("ERR_JOURNAL_READ_FAILED", "disk gone")
+
+    monkeypatch.setattr(store, "read_statuses", broken)
+
+    async def main() -> list[object]:
+        return list(await asyncio.gather(store.status_async("a"), store.status_async("b"), return_exceptions=True))
+
+    assert all(isinstance(e, TeloError) for e in asyncio.run(main()))
+
+
+def test_a_status_inside_a_transaction_is_read_at_once(store: SqliteStore) -> None:
+    _admit(store)
+
+    async def main() -> None:
+        with store.transaction():
+            fut = store.status_async("r1")
+            assert fut.done() and fut.result() == "running"
+
+    asyncio.run(main())
