@@ -41,6 +41,7 @@ class AsyncStore:
         self._submit = getattr(store, "submit_append", None)
         self._submit_async = getattr(store, "submit_append_async", None)
         self._status_async = getattr(store, "status_async", None)
+        self._lifecycle_async = getattr(store, "lifecycle_async", None)
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._inline:
@@ -61,8 +62,15 @@ class AsyncStore:
             return stored
         return await self._call(self.sync.append, run, entry)
 
+    async def _lifecycle(self, method: str, *args: Any) -> Any:
+        """A lifecycle write: submitted to a SQLite store's group commit (no thread), else on a thread."""
+        if self._lifecycle_async is not None:
+            return await self._lifecycle_async(method, *args)
+        return await self._call(getattr(self.sync, method), *args)
+
     async def admit(self, admission: Admission) -> AdmitResult:
-        return await self._call(self.sync.admit, admission)
+        admitted: AdmitResult = await self._lifecycle("admit", admission)
+        return admitted
 
     async def read_run(self, run: str) -> RunRecord | None:
         if self._inline_reads:
@@ -82,16 +90,20 @@ class AsyncStore:
         return await self._call(self.sync.read_entries, run)
 
     async def park(self, run: str, parked: Parked) -> RunRecord:
-        return await self._call(self.sync.park, run, parked)
+        record: RunRecord = await self._lifecycle("park", run, parked)
+        return record
 
     async def unpark(self, run: str) -> bool:
-        return await self._call(self.sync.unpark, run)
+        unparked: bool = await self._lifecycle("unpark", run)
+        return unparked
 
     async def complete(self, run: str, outcome: Outcome) -> RunRecord:
-        return await self._call(self.sync.complete, run, outcome)
+        record: RunRecord = await self._lifecycle("complete", run, outcome)
+        return record
 
     async def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
-        return await self._call(self.sync.claim, run, holder, ttl_ms, now_ms)
+        claimed: bool = await self._lifecycle("claim", run, holder, ttl_ms, now_ms)
+        return claimed
 
     async def release(self, run: str, holder: str) -> None:
         await self._call(self.sync.release, run, holder)

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import fields
 from functools import partial
 from typing import Any, TypeVar
@@ -66,6 +67,11 @@ from telo.journal.store import Store, StoreTransaction
 
 T = TypeVar("T")
 Op = Callable[[sqlite3.Connection], T]
+
+# lifecycle_async: while set, _lifecycle submits its operation and returns the future instead of waiting for it.
+_SUBMITTING: ContextVar[bool] = ContextVar("telo_sqlite_submitting", default=False)
+# The lifecycle writes lifecycle_async serves: each returns its _lifecycle result as is.
+_ASYNC_LIFECYCLE = frozenset({"admit", "claim", "complete", "park", "unpark"})
 
 # update_run takes RunRecord field names; updated_at is the store's to set (as in the memory store).
 _RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "updated_at"}
@@ -160,7 +166,27 @@ class SqliteStore(Store):
                 "their own, and SQLite's one write lock is held by that transaction",
                 hint="make the call before the transaction opens or after it ends",
             )
+        if _SUBMITTING.get():  # lifecycle_async: the caller awaits the future
+            return self._writer.submit_async(fn, isolated=isolated)  # type: ignore[return-value]
         return self._writer.call(fn, isolated=isolated)
+
+    def lifecycle_async(self, method: str, *args: Any) -> asyncio.Future[Any]:
+        """``admit``, ``claim``, ``complete``, ``park`` or ``unpark`` for a caller on an event loop (called on
+        its thread): the same operation, submitted to the group commit with an asyncio future
+        rather than run on a thread that blocks until its commit.
+
+        Why (benchmarks/durable.py): every run admits, claims and completes; on a worker thread each of those
+        cost two thread hand-offs and a blocked thread, and the executor's thread count capped how many of
+        them one group commit could take.
+        """
+        if method not in _ASYNC_LIFECYCLE:
+            raise ValueError(f"not an asynchronous lifecycle write: {method!r}")
+        token = _SUBMITTING.set(True)
+        try:
+            future: asyncio.Future[Any] = getattr(self, method)(*args)
+        finally:
+            _SUBMITTING.reset(token)
+        return future
 
     def _in_transaction(self, tx: SqliteTransaction, fn: Op[T]) -> T:
         """Run an entry write on the ambient transaction's connection, undoing only it should it raise."""

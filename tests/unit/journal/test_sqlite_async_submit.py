@@ -147,3 +147,39 @@ def test_a_status_inside_a_transaction_is_read_at_once(store: SqliteStore) -> No
             assert fut.done() and fut.result() == "running"
 
     asyncio.run(main())
+
+
+# --- lifecycle writes from an event loop -----------------------------------------------------------------------
+
+
+def test_lifecycle_writes_from_a_loop_share_the_group_commit(store: SqliteStore) -> None:
+    from telo.journal.model import Admission, Outcome
+
+    async def main() -> None:
+        admitted = await asyncio.gather(*(store.lifecycle_async("admit", Admission.of(f"r{i}")) for i in range(20)))
+        assert all(a.admitted for a in admitted)
+        again = await store.lifecycle_async("admit", Admission.of("r0"))
+        assert not again.admitted and again.record.run == "r0"
+        assert await store.lifecycle_async("claim", "r1", "holder-a", 60_000, 1)
+        assert not await store.lifecycle_async("claim", "r1", "holder-b", 60_000, 2)
+        record = await store.lifecycle_async("complete", "r1", Outcome.completed({"ok": True}))
+        assert record.status == "completed"
+        with pytest.raises(TeloError):  # the operation's own error reaches its caller
+            await store.lifecycle_async("complete", "ghost", Outcome.completed(1))
+
+    asyncio.run(main())
+    assert store.stats.max_batch > 1
+    record = store.read_run("r1")
+    assert record is not None and record.status == "completed"
+
+
+def test_lifecycle_async_serves_only_the_lifecycle_writes(store: SqliteStore) -> None:
+    async def main() -> None:
+        with pytest.raises(ValueError):
+            store.lifecycle_async("release", "r1", "holder")
+        _admit(store)
+        with store.transaction(), pytest.raises(TeloError) as exc:
+            store.lifecycle_async("claim", "r1", "holder", 60_000, 1)
+        assert exc.value.code == "ERR_JOURNAL_IN_TRANSACTION"
+
+    asyncio.run(main())
