@@ -199,6 +199,11 @@ def resolve_import(ref: str) -> ModuleSpec:
 _USER_MODULES: set[str] = set()  # import names registered by register_module (they may be replaced)
 
 
+def user_modules() -> frozenset[str]:
+    """Import names of the modules registered from Python (``@telo.kind``), as opposed to telo's own."""
+    return frozenset(_USER_MODULES)
+
+
 def register_module(spec: ModuleSpec) -> None:
     """Make a module defined in Python (``@telo.kind``) importable by manifests like a built-in one.
 
