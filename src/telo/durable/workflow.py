@@ -174,6 +174,12 @@ class Workflow(Resource):
         """Continue ``run`` (claimed by ``holder``): the path shared by starts, resubmissions and resumers."""
         store = self.store
         record = await store.read_run(run)
+        if record is not None and record.terminal:
+            # Settled since the caller decided to continue it (a sweep's due list is stale by the time it claims;
+            # another process finished the run during an in-process wait): a claim does not stop that, so do
+            # not replay the body and settle the run again.
+            await store.release(run, holder)
+            return Execution(run, record.status, record=record)
         if record is not None and record.status in ("scheduled", "parked"):
             await store.update_run(run, status="running", parked=None, due_at=None)
         execution = await execute_run(store, run, self.body, inputs, holder=holder, services=self.app.services,
@@ -260,8 +266,8 @@ class Resumer(Resource):
         if not await store.claim(run, self.holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
             return 0
         record = await store.read_run(run)
-        if record is None or (record.workflow is not None and record.workflow != wf.name):
-            await store.release(run, self.holder)
+        if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
+            await store.release(run, self.holder)  # settled after due_runs listed it: nothing to continue
             return 0
         try:
             inputs = record.decoded_inputs()
