@@ -189,3 +189,53 @@ def test_racing_workers(kind: str, tmp_path: Path) -> None:
         store.close()
         deliverer_store.close()
 
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's due list can be stale: a run it lists may be completed by another worker before it claims
+    it, and the claim succeeds (a claim guards execution; stores do not refuse one on a settled run). The
+    worker must then leave the run alone — not replay its body and settle it a second time (for a failed
+    run, re-execute the failed step). Here the due list is stale on purpose."""
+    import asyncio
+
+    from telo.durable.aio import AsyncStore
+    from telo.durable.worker import _ref
+    from telo.durable.workflow import Workflow
+    from telo.runtime.app import Application
+
+    spec = make_spec(kind, tmp_path)
+    flow = Flow(spec, tmp_path)
+    store = spec.open()
+    run = "stale-1"
+    try:
+        flow.telo(*flow.run_args(run, 1))
+        flow.deliver(run)
+        flow.telo(*flow.worker_args())
+        before = store.read_run(run)
+        assert before is not None and before.status == "completed"
+        ledger = flow.ledger_lines()
+
+        async def stale_due_runs(self: AsyncStore, now_ms: int, limit: int) -> list[str]:
+            return [run]
+
+        async def sweep() -> int:
+            app = Application.load(flow.manifest, env=flow.env)
+            await app.start()
+            try:
+                wf = app.resources[WORKFLOW]
+                assert isinstance(wf, Workflow)
+                resumer = Resumer(app, "stale", {"workflow": _ref(app, wf), "interval": "1s"}, None)
+                monkeypatch.setattr(AsyncStore, "due_runs", stale_due_runs)
+                return await resumer.sweep()
+            finally:
+                await app.close()
+
+        assert asyncio.run(sweep()) == 0
+        after = store.read_run(run)
+        assert after == before, f"[{kind}] the settled run was touched:\nbefore {before!r}\nafter  {after!r}"
+        assert flow.ledger_lines() == ledger
+    finally:
+        flow.close()
+        store.close()
