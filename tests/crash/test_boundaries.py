@@ -54,6 +54,7 @@ class Case:
     recover: str = "rerun"  # "rerun" (telo run again) | "worker" (telo worker --until-idle)
     env: dict[str, str] = field(default_factory=dict)
     core: bool = False  # also on the file journal and PostgreSQL
+    parked_at: str | None = None  # after the kill, the run is parked here (the park record was durable)
 
     @property
     def id(self) -> str:
@@ -77,8 +78,8 @@ CASES = [
     Case("after-entry", 8, repeats=None, recover="worker"),
     Case("before-park-record", 1, recover="worker"),  # the durable sleep's park
     Case("before-park-record", 2),  # the await's park (after the sleep, continued in the same process)
-    Case("after-park-record", 1, recover="worker", core=True),
-    Case("after-park-record", 2),
+    Case("after-park-record", 1, recover="worker", core=True, parked_at="steps/nap"),
+    Case("after-park-record", 2, parked_at="steps/approve"),
 ]
 SPECIAL = ("after-delivery-append", "after-snapshot-append", "before-claim-renewal")
 
@@ -183,6 +184,13 @@ def test_kill_at_boundary(kind: str, case: Case, flow_store: tuple[Flow, Store])
     code = flow.wait(proc)
     assert code == -9, f"{ctx}: `telo run` exited {code}, not by SIGKILL at the point:\n{proc.output()}"
     _status_after_kill(flow, store, run, ctx)
+    record = store.read_run(run)
+    if case.parked_at is not None:
+        assert record is not None and record.parked is not None and record.parked.path == case.parked_at, (
+            f"{ctx}: {record!r}"
+        )
+    elif case.point == "before-park-record":  # the process died before its park record: still running
+        assert record is not None and record.status == "running" and record.parked is None, f"{ctx}: {record!r}"
     _drive(flow, store, run, n, case.recover, ctx)
     _check(flow, store, run, case.repeats, ctx)
 

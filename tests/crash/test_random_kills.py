@@ -192,7 +192,7 @@ def run_soak(kind: str, tmp_path: Path, target_kills: int, deadline_s: float) ->
     assert not errors, f"{ctx}: the deliverer failed: {errors[0]!r}"
     try:
         assert {r.run for r in all_runs(store)} == set(soak.runs), f"{ctx}: runs nobody started"
-        check_completed(store, soak.runs, ctx)
+        check_completed(store, soak.runs, ctx, dead_claims=True)
         report = check_ledger(flow, store, soak.runs, ctx)
         executed = {id(flow.executor(line)) for line in flow.ledger_lines()}
         in_effects = sum(1 for p in flow.killed_procs() if id(p) in executed)
