@@ -107,3 +107,20 @@ def test_a_changed_manifest_holds_the_run_until_forced(tmp_path: Path) -> None:
     assert isinstance(result, dict)
     assert result["steps"]["first"]["result"] == "hello ada"  # replayed from the journal
     assert result["steps"]["last"]["result"] == "hi eve"  # executed by the new manifest
+
+
+@pytest.mark.timeout(120)
+def test_a_journaled_target_outside_the_reachable_set_widens_the_digest_to_the_manifest(tmp_path: Path) -> None:
+    from telo.journal import eventlog, open_store
+
+    m = tmp_path / "m.yaml"
+    m.write_text(MANIFEST)
+    assert telo("run", "m.yaml", "--input", "id=w1", cwd=tmp_path).returncode == 0
+    # `greet` (journaled at steps/first) is no longer reachable once both steps invoke `unrelated` instead:
+    # the reachable set alone cannot say what the run depends on, so the whole manifest is compared.
+    m.write_text(MANIFEST.replace("invoke: !ref greet", "invoke: !ref unrelated"))
+    assert telo("run", "m.yaml", "--input", "id=w1", cwd=tmp_path).returncode == 0
+    with open_store(str(tmp_path / "journal.db")) as store:
+        held = eventlog.recover(store, "flow:w1").entries["@held[0]"].decode("flow:w1")
+    assert held["scope"] == "manifest" and "flow" in held["changed"]
+    assert held["digest"] == digest_of(load_manifest(m), "flow").widened().value

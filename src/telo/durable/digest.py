@@ -70,10 +70,24 @@ def _refs(node: Any) -> list[Ref]:
 class Digest:
     value: str
     scope: str  # "reachable" | "manifest"
-    resources: Mapping[str, str]  # resource name -> digest of its declaration
+    resources: Mapping[str, str]  # resource name -> digest of its declaration (the scope's resources)
+    manifest: Mapping[str, str] | None = None  # every resource of the manifest, for widening
 
     def record(self) -> dict[str, Any]:
-        return {"digest": self.value, "scope": self.scope, "resources": dict(self.resources)}
+        out: dict[str, Any] = {"digest": self.value, "scope": self.scope, "resources": dict(self.resources)}
+        if self.manifest is not None:
+            out["manifest"] = dict(self.manifest)
+        return out
+
+    def widened(self) -> Digest:
+        """The whole-manifest digest (``digestScope: manifest``): for a run that journaled a target outside
+        the reachable set, so the reachable set alone no longer says what the run depends on."""
+        every = dict(self.manifest if self.manifest is not None else self.resources)
+        return Digest(value_of(every), "manifest", every, every)
+
+
+def value_of(per_resource: Mapping[str, str]) -> str:
+    return _hash(dict(sorted(per_resource.items())))
 
 
 def _decl_digest(decl: ResourceDecl) -> str:
@@ -99,10 +113,11 @@ def reachable(manifest: Manifest, root: str) -> dict[str, ResourceDecl]:
     return seen
 
 
-def digest_of(manifest: Manifest, root: str, *, scope: str = "reachable") -> Digest:
-    decls = reachable(manifest, root) if scope == "reachable" else dict(manifest.resources)
-    per = {name: _decl_digest(d) for name, d in sorted(decls.items())}
-    return Digest(_hash(per), scope, per)
+def digest_of(manifest: Manifest, root: str) -> Digest:
+    """The run's digest over what ``root``'s body reaches, carrying every resource's digest for widening."""
+    every = {name: _decl_digest(d) for name, d in sorted(manifest.resources.items())}
+    per = {name: every[name] for name in sorted(reachable(manifest, root)) if name in every}
+    return Digest(value_of(per), "reachable", per, every)
 
 
 def changes(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, list[str]]:

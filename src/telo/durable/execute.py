@@ -21,7 +21,15 @@ from typing import Any
 from telo import faults, observability, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
-from telo.durable.digest import DIGEST_PATH, Digest, changes, describe_changes, held_path, hold_path
+from telo.durable.digest import (
+    DIGEST_PATH,
+    Digest,
+    changes,
+    describe_changes,
+    held_path,
+    hold_path,
+    value_of,
+)
 from telo.durable.effects import EffectPolicy
 from telo.durable.handle import LocalRunHandle, RunCancelled
 from telo.engine.context import derive, entered, root
@@ -212,7 +220,20 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
     """Hold a run whose reachable manifest changed since it started (spec §9 ERR_DURABLE_MANIFEST_CHANGED),
     unless an operator accepted exactly this change (``telo resume --force``)."""
     recorded = await handle.decide(DIGEST_PATH, "digest", current.record)
-    if not isinstance(recorded, Mapping) or recorded.get("digest") == current.value:
+    if not isinstance(recorded, Mapping):
+        return
+    old_value, old_map = recorded.get("digest"), recorded.get("resources") or {}
+    journaled = {e.target["name"] for e in handle.entries.values()
+                 if e.kind == "step" and e.target is not None and "name" in e.target}
+    if journaled - set(current.resources) and recorded.get("manifest") is not None:
+        # A journaled target lies outside the reachable set: compare the whole manifest (spec §5.2).
+        current = current.widened()
+        old_map = recorded["manifest"]
+        old_value = value_of(old_map)
+    if old_value == current.value:
+        record = await store.read_run(run)
+        if record is not None and record.digest_scope != current.scope:
+            await store.update_run(run, manifest_digest=current.value, digest_scope=current.scope)
         return
     holds = 0
     while handle.recorded(held_path(holds)) is not None:
@@ -224,9 +245,9 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
                 await store.update_run(run, manifest_digest=current.value, digest_scope=current.scope)
             return  # accepted by an operator: continue with the new manifest
         holds += 1
-    diff = changes(recorded.get("resources") or {}, current.resources)
+    diff = changes(old_map, current.resources)
     await handle.decide(held_path(holds), "digest",
-                        lambda: {"digest": current.value, "was": recorded.get("digest"), **diff})
+                        lambda: {"digest": current.value, "was": old_value, "scope": current.scope, **diff})
     log.warning("durable.manifest.changed", extra={"durable.run": run, "durable.changes": describe_changes(diff)})
     await handle.park(
         ParkWhere(hold_path(holds), workflow,
