@@ -171,24 +171,11 @@ class FunctionKind(Resource):
 
     def effect_policy(self) -> EffectPolicy:
         """Event-log §2, as ``Python.Function``: redrive what is idempotent or key-consuming, else park."""
-        from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
-        from telo.kinds.python import check_domain
+        from telo.kinds.python import function_effect_policy
 
         d = self.definition
-        mode = self.on_unconfirmed or (REDRIVE if d.idempotent or d.key_consuming else PARK)
-        lookup = d.lookup
-        if lookup is None:
-            return EffectPolicy(mode)
-
-        async def ask(key: str) -> Any:
-            result = lookup(key)
-            if inspect.isawaitable(result):
-                result = await result
-            if result is not NOT_FOUND:
-                check_domain(result, f"{self.kind} {self.name!r} lookup")
-            return result
-
-        return EffectPolicy(mode, ask)
+        return function_effect_policy(self.on_unconfirmed, idempotent=d.idempotent, key_consuming=d.key_consuming,
+                                      lookup=d.lookup, where=f"{self.kind} {self.name!r}")
 
     async def invoke(self, inputs: Any) -> Any:
         from telo.kinds.python import check_domain

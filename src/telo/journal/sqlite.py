@@ -218,18 +218,7 @@ class SqliteStore(Store):
     def admit(self, admission: Admission) -> AdmitResult:
         sql, now = self._sql, self._clock.now_ms()
         a = admission
-        record = RunRecord(
-            run=a.run,
-            status=a.status,
-            due_at=a.due_at,
-            inputs=a.inputs,
-            inputs_v=a.inputs_v,
-            workflow=a.workflow,
-            manifest_digest=a.manifest_digest,
-            digest_scope=a.digest_scope,
-            created_at=now,
-            updated_at=now,
-        )
+        record = a.record(now)
         params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
                   a.digest_scope, now, now)
 

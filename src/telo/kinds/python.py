@@ -83,20 +83,9 @@ class PythonFunction(Resource):
 
     def effect_policy(self) -> EffectPolicy:
         """Event-log §2: what recovery does when this function's effect has an intent and no receipt."""
-        mode = self.on_unconfirmed or (REDRIVE if self.idempotent or self.key_consuming else PARK)
-        lookup = self._lookup
-        if lookup is None:
-            return EffectPolicy(mode)
-
-        async def ask(key: str) -> Any:
-            result = lookup(key)
-            if inspect.isawaitable(result):
-                result = await result
-            if result is not NOT_FOUND:
-                check_domain(result, f"Python.Function {self.name!r} lookup")
-            return result
-
-        return EffectPolicy(mode, ask)
+        return function_effect_policy(self.on_unconfirmed, idempotent=self.idempotent,
+                                      key_consuming=self.key_consuming, lookup=self._lookup,
+                                      where=f"Python.Function {self.name!r}")
 
     async def invoke(self, inputs: Any) -> Any:
         if self.fn is None:
@@ -128,3 +117,23 @@ def check_domain(value: Any, where: str, ctx: StepContext | None = None) -> None
             hint="return None, bool, int, float, str, bytes, list, dict, or telo.values types; not objects or tuples",
             data=data,
         ) from exc
+
+
+def function_effect_policy(on_unconfirmed: str | None, *, idempotent: bool, key_consuming: bool,
+                           lookup: Callable[..., Any] | None, where: str) -> EffectPolicy:
+    """The unconfirmed-effect policy of a Python callable (event-log §2): its own ``onUnconfirmed``, else
+    redrive when it is idempotent or consumes the idempotency key, else park; a ``lookup(key)`` hook (sync or
+    async, returning a result or ``NOT_FOUND``) asks the outside system first."""
+    mode = on_unconfirmed or (REDRIVE if idempotent or key_consuming else PARK)
+    if lookup is None:
+        return EffectPolicy(mode)
+
+    async def ask(key: str) -> Any:
+        result = lookup(key)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is not NOT_FOUND:
+            check_domain(result, f"{where} lookup")
+        return result
+
+    return EffectPolicy(mode, ask)
