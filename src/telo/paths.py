@@ -26,6 +26,7 @@ keep their spelling because journals written with them must still replay.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -123,6 +124,14 @@ def parse(path: str) -> tuple[Segment, ...]:
     """Split a path into segments, decoding escapes; raise :class:`PathError` (``ERR_INVALID_PATH``)."""
     if not isinstance(path, str):
         raise PathError(ERR_INVALID_PATH, f"a step path must be a string, not {type(path).__name__}")
+    return _parse(path)
+
+
+# A run re-derives the same few paths at every step (every run of a workflow walks the same step names), so
+# parsing is memoized; the result is an immutable tuple of frozen segments, safe to share. Bounded, because
+# loop turns make the set of paths open-ended. An invalid path raises and is not cached.
+@functools.lru_cache(maxsize=4096)
+def _parse(path: str) -> tuple[Segment, ...]:
     if not path:
         raise _fail(path, 0, "empty path")
     segments: list[Segment] = []
@@ -188,6 +197,29 @@ def child(base: str | None, *parts: str | int) -> str:
     A nested body MUST continue its dispatching step's path rather than restart at the root (spec §5.1). A
     leading int qualifies ``base``'s last segment: ``child("steps/items", 2)`` is ``steps/items[2]``.
     """
+    # The fast path appends text to the (validated) base; anything it does not handle — a bad part, an int
+    # after an indexed segment — goes the segment way, which raises the precise error. ``format(parse(p)) == p``
+    # for a valid ``p``, and a segment's text ends in ``]`` exactly when it carries an index, so both ways
+    # produce the same bytes (a property test holds them equal).
+    if base is None:
+        text = ROOT
+    elif type(base) is str:
+        _parse(base)  # validates (raises PathError); memoized
+        text = base
+    else:
+        return _child_by_segments(base, parts)
+    for part in parts:
+        if isinstance(part, str):
+            text = f"{text}/{_escape(part)}"
+        elif type(part) is int and part >= 0 and not text.endswith("]"):
+            text = f"{text}[{part}]"
+        else:
+            return _child_by_segments(base, parts)
+    return text
+
+
+def _child_by_segments(base: str | None, parts: tuple[str | int, ...]) -> str:
+    """:func:`child` the plain way: parse, append segments, format (the reference for its fast path)."""
     segments = list(parse(base)) if base is not None else [Segment(ROOT)]
     _append(segments, parts)
     return format(segments)

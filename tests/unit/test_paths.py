@@ -122,6 +122,26 @@ def test_step_path_agrees_with_format(parts: list[str | int]) -> None:
     assert [s.name for s in paths.parse(text)] == names
 
 
+def _outcome(fn: object, *args: object) -> tuple[str, object]:
+    try:
+        return ("ok", fn(*args))  # type: ignore[operator]
+    except PathError as err:
+        return ("error", (err.code, err.message, err.data))
+
+
+parts_any = step_names | reserved_names | any_names | st.integers(min_value=-2, max_value=10**12) | st.booleans()
+
+
+@given(st.none() | st.lists(segments, min_size=1, max_size=5).map(paths.format), st.lists(parts_any, max_size=4))
+def test_child_fast_path_equals_the_segment_way(base: str | None, parts: list[object]) -> None:
+    assert _outcome(paths.child, base, *parts) == _outcome(paths._child_by_segments, base, tuple(parts))
+
+
+@given(st.text(alphabet="ab/[]%0129", max_size=12), st.lists(step_names | st.integers(min_value=0), max_size=2))
+def test_child_validates_any_base_as_parse_does(base: str, parts: list[str | int]) -> None:
+    assert _outcome(paths.child, base, *parts) == _outcome(paths._child_by_segments, base, tuple(parts))
+
+
 @given(step_names)
 def test_a_reserved_segment_never_collides_with_a_step_name(name: str) -> None:
     at = paths.reserved(name)
