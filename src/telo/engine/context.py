@@ -10,9 +10,8 @@ zones (spec §7.3: a body starts outside every enclosing zone).
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from telo.engine.zones import Zone
@@ -79,13 +78,35 @@ def derive(base: InvokeContext | None = None, *, zone: Zone | None = None, extra
         changes["zones"] = (*ctx.zones, zone)
     if extra is not None:
         changes["extras"] = (*ctx.extras, extra)
-    return replace(ctx, **changes) if changes else ctx
+    if not changes:
+        return ctx
+    # Spelled out rather than ``dataclasses.replace``, which introspects the fields on every call: a step
+    # derives several contexts, so this is on the hot path. ``_FIELDS`` keeps the refusal of an unknown member.
+    if not _FIELDS.issuperset(changes):
+        raise TypeError(f"InvokeContext has no member(s) {sorted(set(changes) - _FIELDS)}")
+    get = changes.get
+    return InvokeContext(
+        get("handle", ctx.handle), get("path", ctx.path), get("zones", ctx.zones), get("cancel", ctx.cancel),
+        get("run_id", ctx.run_id), get("attempt", ctx.attempt), get("extras", ctx.extras),
+    )
 
 
-@contextmanager
-def entered(ctx: InvokeContext) -> Iterator[InvokeContext]:
-    token = _CURRENT.set(ctx)
-    try:
-        yield ctx
-    finally:
-        _CURRENT.reset(token)
+_FIELDS = frozenset(f.name for f in fields(InvokeContext))  # derive() restates each: a test holds them equal
+
+
+class entered:
+    """Make ``ctx`` current for the ``with`` block (a class, not ``@contextmanager``: entered once per dispatch,
+    the generator machinery was a measurable share of a step)."""
+
+    __slots__ = ("_ctx", "_token")
+
+    def __init__(self, ctx: InvokeContext) -> None:
+        self._ctx = ctx
+
+    def __enter__(self) -> InvokeContext:
+        self._token = _CURRENT.set(self._ctx)
+        return self._ctx
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        _CURRENT.reset(self._token)
