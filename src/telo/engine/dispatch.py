@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from telo.engine.context import derive, entered
+from telo.engine.context import current, derive, entered
 from telo.engine.suspend import Suspension
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE
@@ -62,6 +62,11 @@ class EventBus:
 
         return unsubscribe
 
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens: a dispatch builds an event's payload only then (it is on every step's path)."""
+        return bool(self._listeners)
+
     def emit(self, name: str, payload: Mapping[str, Any]) -> None:
         for listener in list(self._listeners):
             listener(name, payload)
@@ -73,6 +78,9 @@ class Contract:
 
     inputs: Validator | None = None
     outputs: Validator | None = None
+
+
+_NO_CONTRACT = Contract()
 
 
 def _ref(target: Invocable) -> dict[str, Any]:
@@ -92,8 +100,8 @@ async def dispatch(
     contract: Contract | None = None,
 ) -> Any:
     """Invoke ``target`` through the chokepoint; ``path`` is the dispatching step's durable path."""
-    contract = contract or getattr(target, "contract", None) or Contract()
-    ctx = derive(path=path) if path is not None else derive()
+    contract = contract or getattr(target, "contract", None) or _NO_CONTRACT
+    ctx = derive(path=path) if path is not None else current()
     try:
         # Contract failures are rejections of THIS dispatch, reported through the same events.
         if contract.inputs is not None:
@@ -103,29 +111,34 @@ async def dispatch(
         if contract.outputs is not None and result is not NO_VALUE:
             result = contract.outputs.validate(result, where=f"{target.name} outputs")
     except Suspension:
-        events.emit(f"{target.name}.InvokeParked", {"ref": _ref(target), "inputs": inputs, "outcome": "parked"})
+        if events.active:
+            events.emit(f"{target.name}.InvokeParked", {"ref": _ref(target), "inputs": inputs, "outcome": "parked"})
         raise
     except asyncio.CancelledError:
-        events.emit(f"{target.name}.InvokeCancelled", {"ref": _ref(target), "inputs": inputs})
+        if events.active:
+            events.emit(f"{target.name}.InvokeCancelled", {"ref": _ref(target), "inputs": inputs})
         raise
     except TeloError as exc:
-        events.emit(
-            f"{target.name}.InvokeRejected",
-            {"ref": _ref(target), "inputs": inputs, "code": exc.code, "message": exc.message, "outcome": "error"},
-        )
+        if events.active:
+            events.emit(
+                f"{target.name}.InvokeRejected",
+                {"ref": _ref(target), "inputs": inputs, "code": exc.code, "message": exc.message, "outcome": "error"},
+            )
         raise
     except Exception as exc:
-        events.emit(
-            f"{target.name}.InvokeFailed",
-            {"ref": _ref(target), "inputs": inputs, "code": "ERR_EXECUTION_FAILED", "message": str(exc)},
-        )
+        if events.active:
+            events.emit(
+                f"{target.name}.InvokeFailed",
+                {"ref": _ref(target), "inputs": inputs, "code": "ERR_EXECUTION_FAILED", "message": str(exc)},
+            )
         raise InvokeError(
             "ERR_EXECUTION_FAILED",
             f"{target.kind} {target.name!r} failed: {type(exc).__name__}: {exc}",
             data={"resource": target.name, "kind": target.kind},
         ) from exc
-    events.emit(
-        f"{target.name}.Invoked",
-        {"ref": _ref(target), "inputs": inputs, "outputs": result, "phase": "end", "outcome": "ok"},
-    )
+    if events.active:
+        events.emit(
+            f"{target.name}.Invoked",
+            {"ref": _ref(target), "inputs": inputs, "outputs": result, "phase": "end", "outcome": "ok"},
+        )
     return result

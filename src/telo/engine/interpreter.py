@@ -159,13 +159,17 @@ def publish(scope: dict[str, Any], name: str, result: Any) -> None:
 
 async def _invoke(step: InvokeStep, scope: dict[str, Any], sv: Services, path: str) -> None:
     h = journal_for()
-    if step.when is not None:
-        when = step.when
-        if not await decide(h, paths.guard_path(path), "predicate", lambda: predicate(when, scope, "when")):
+    when, inputs_ev = step.when, step.inputs
+    # Without a handle nothing is recorded, so the decision paths are not even built (decide() would drop them).
+    if when is not None:
+        guard = functools.partial(predicate, when, scope, "when")
+        if not (guard() if h is None else await h.decide(paths.guard_path(path), "predicate", guard)):
             return
-    inputs_ev = step.inputs
-    inputs = await decide(h, paths.inputs_path(path), "inputs",
-                          lambda: inputs_ev.evaluate(scope) if inputs_ev is not None else {})
+    if h is None:
+        inputs = inputs_ev.evaluate(scope) if inputs_ev is not None else {}
+    else:
+        inputs = await h.decide(paths.inputs_path(path), "inputs",
+                                lambda: inputs_ev.evaluate(scope) if inputs_ev is not None else {})
     target = step.target.resolve(scope)
 
     async def execute() -> Any:
@@ -179,6 +183,9 @@ async def _invoke(step: InvokeStep, scope: dict[str, Any], sv: Services, path: s
     else:
         result = await h.step(path, target_identity(target), inputs, execute)
     publish(scope, step.name, result)
+
+
+_NO_RETRY = RetryPolicy()
 
 
 def retryable(exc: TeloError, policy: RetryPolicy) -> bool:
@@ -204,16 +211,19 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
     Retry runs INSIDE the step's effect, so the journal records one outcome per step; a backoff long enough
     to park journals its due time at ``<step>/retry[k]`` so a resumed run keeps its budget (spec §7.9).
     """
-    policy = step.retry or RetryPolicy()
-    k, resume_due = current().extra(RESUME_ATTEMPT, (0, None))
-    journal = journal_for() if current().handle is not None else None
+    policy = step.retry or _NO_RETRY
+    ctx = current()
+    k, resume_due = ctx.extra(RESUME_ATTEMPT, (0, None))
+    journal = journal_for() if ctx.handle is not None else None
     if resume_due is not None:  # a resumed retry: wait out what is left of the recorded backoff, not all of it
         await _wait_until(step, path, k - 1, resume_due, sv, "resumed retry")
     while True:
         if journal is not None and k > 0:
             await journal.decide(paths.attempt_path(path, k), "attempt", functools.partial(dict, attempt=k))
         try:
-            with entered(derive(attempt=k + 1)):
+            # Usually the enclosing context already says attempt 1: then there is nothing to derive.
+            here = current()
+            with entered(here if here.attempt == k + 1 else derive(here, attempt=k + 1)):
                 call = dispatch(target, inputs, events=sv.events, path=path)
                 if step.timeout_ms is None:
                     return await call
