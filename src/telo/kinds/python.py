@@ -21,7 +21,7 @@ from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
 from telo.errors import TeloError, TypedFrameUnencodable
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, StepContext
-from telo.values import encode_frame
+from telo.values.fastwrite import check_frame
 
 if TYPE_CHECKING:
     from telo.runtime.app import Application
@@ -98,16 +98,19 @@ class PythonFunction(Resource):
             result = await asyncio.to_thread(self.fn, *args)
             if inspect.isawaitable(result):
                 result = await result
-        check_domain(result, f"Python.Function {self.name!r}", StepContext.current())
+        check_domain(result, f"Python.Function {self.name!r}", current_step=True)
         return result
 
 
-def check_domain(value: Any, where: str, ctx: StepContext | None = None) -> None:
+def check_domain(value: Any, where: str, ctx: StepContext | None = None, *, current_step: bool = False) -> None:
     """Refuse a value outside the CEL domain; inside a durable run the error names the run and the step's path
-    as the journal's own refusal does (reference §4: data {run, path, valuePath})."""
+    as the journal's own refusal does (reference §4: data {run, path, valuePath}). ``current_step`` names the
+    current step's context, read only when the value is refused (every step's result passes through here)."""
     try:
-        encode_frame(value)
+        check_frame(value)
     except TypedFrameUnencodable as exc:
+        if current_step:
+            ctx = StepContext.current()
         data: dict[str, Any] = {"valuePath": exc.path}
         if ctx is not None and ctx.run_id:
             data = {"run": ctx.run_id, "path": ctx.step_path, "valuePath": exc.path}

@@ -48,7 +48,7 @@ from telo.values.canonical import (
 from telo.values.numbers import double_text
 from telo.values.types import CelMap, Uint
 
-__all__ = ["encode_frame"]
+__all__ = ["check_frame", "encode_frame"]
 
 
 class _Fallback(Exception):
@@ -89,6 +89,25 @@ def encode_frame(value: object) -> str:
     except (_Fallback, TooDeep, RecursionError):
         pass  # outside the except block: the reference writer starts on an unwound stack
     return canonical.encode_frame(value)
+
+
+def check_frame(value: object) -> None:
+    """Raise exactly what :func:`encode_frame` would raise for ``value``, without writing the text.
+
+    For a caller that only needs to know the value is in the domain (a Python step's result is checked as it
+    returns): preparing the tree is the whole check, so the C encoder's pass is skipped.
+    """
+    if _c_encode is None:
+        canonical.encode_frame(value)
+        return
+    try:
+        _prepare(value, 0)
+        return
+    except Refusal as refusal:
+        raise TypedFrameUnencodable(refusal.message, path=pointer(refusal.segments)) from None
+    except (_Fallback, TooDeep, RecursionError):
+        pass  # as in encode_frame: the reference writer decides, on an unwound stack
+    canonical.encode_frame(value)
 
 
 def _double(x: float) -> Any:

@@ -102,3 +102,18 @@ def _outcome(write: Any, value: Any) -> tuple[str, str]:
 @example({"a": [object()], "b": 1e-7})
 def test_the_fast_writer_writes_and_refuses_exactly_as_the_reference_writer(value: Any) -> None:
     assert _outcome(fastwrite.encode_frame, value) == _outcome(canonical.encode_frame, value)
+
+
+def _checked(value: Any) -> str:
+    fastwrite.check_frame(value)
+    return "ok"
+
+
+@_FEWER
+@given(values_and_junk)
+@example([1e-5, 1e-7, 1e21, 1e20, 2.0**60, -0.0, float("inf")])
+@example({"\U0001f600": 1.0, "\uff5a": 2.0})
+@example({"a": [object()], "b": 1e-7})
+def test_check_frame_refuses_exactly_what_the_writer_refuses(value: Any) -> None:
+    checked, written = _outcome(_checked, value), _outcome(fastwrite.encode_frame, value)
+    assert checked == written or (checked == ("frame", "ok") and written[0] == "frame")
