@@ -31,7 +31,7 @@ from telo.cel.convert import (
 )
 from telo.cel.errors import CelEvalError, SourcePos, compile_error, eval_error
 from telo.cel.rewrite import exact_text
-from telo.cel.scope import library_data
+from telo.cel.scope import Memo, library_data
 from telo.cel.urltype import POOL, URL_CEL_TYPE, URL_TYPE_NAME
 from telo.clock import SYSTEM_CLOCK, Clock
 
@@ -228,9 +228,10 @@ class Program:
         """The top-level variables it reads, each with the fields it selects (``None``: used whole)."""
         return MappingProxyType(self._compiled.analysis.selects)
 
-    def evaluate(self, scope: Mapping[str, Any], *, clock: Clock = SYSTEM_CLOCK) -> Any:
+    def evaluate(self, scope: Mapping[str, Any], *, clock: Clock = SYSTEM_CLOCK, memo: Memo | None = None) -> Any:
         """Evaluate against ``scope`` (a :class:`~telo.cel.scope.Scope`, or any mapping of domain values) and
-        return the domain value. Time functions read ``clock``.
+        return the domain value. Time functions read ``clock``; ``memo`` shares the conversion of a plain
+        mapping with other evaluations against it (see :data:`~telo.cel.scope.Memo`).
 
         Raises :class:`~telo.cel.errors.CelEvalError`: ``ERR_CEL_NO_SUCH_KEY`` (missing map key or field),
         ``ERR_CEL_OVERFLOW`` (int/uint/timestamp arithmetic out of range), ``ERR_CEL_EVAL`` otherwise — also when
@@ -238,7 +239,7 @@ class Program:
         """
         compiled = self._compiled
         try:
-            data = library_data(scope, compiled.analysis.selects)
+            data = library_data(scope, compiled.analysis.selects, memo)
         except NotCel as e:
             raise self._error(f"the scope value {e.where()} is {e.message}") from None
         token = None if compiled.deterministic else CLOCK.set(clock)

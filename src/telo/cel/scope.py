@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from telo.cel.convert import NotCel, is_plain_key, to_lib
 
-__all__ = ["Scope", "library_data"]
+__all__ = ["Memo", "Scope", "library_data"]
 
 _UNSET: Final = object()
 
@@ -168,8 +168,16 @@ class Scope(Mapping[str, Any]):
         return data
 
 
-def library_data(scope: Mapping[str, Any], selects: Mapping[str, frozenset[str] | None]) -> dict[str, Any]:
-    """:meth:`Scope.library_data` for any mapping (a plain one is converted afresh, only what is read)."""
+#: What the evaluations of several expressions against ONE plain mapping, evaluated back to back while it cannot
+#: change (the expression leaves of one template), share of its conversion: keyed by (variable, selected key),
+#: or (variable, None) for a variable used whole. Lives no longer than that run of evaluations.
+Memo = dict[tuple[str, str | None], Any]
+
+
+def library_data(scope: Mapping[str, Any], selects: Mapping[str, frozenset[str] | None],
+                 memo: Memo | None = None) -> dict[str, Any]:
+    """:meth:`Scope.library_data` for any mapping (a plain one is converted afresh, only what is read — once per
+    ``memo`` when one is given, see :data:`Memo`)."""
     if isinstance(scope, Scope):
         return scope.library_data(selects)
     data: dict[str, Any] = {}
@@ -179,13 +187,23 @@ def library_data(scope: Mapping[str, Any], selects: Mapping[str, frozenset[str] 
         value = scope[name]
         try:
             if fields is not None and type(value) is dict:
-                data[name] = {k: _keyed_lib(k, value[k]) for k in fields if k in value}
+                if memo is None:
+                    data[name] = {k: _keyed_lib(k, value[k]) for k in fields if k in value}
+                else:
+                    data[name] = {k: _memoized(memo, name, k, value[k]) for k in fields if k in value}
             else:
-                data[name] = to_lib(value)
+                data[name] = to_lib(value) if memo is None else _memoized(memo, name, None, value)
         except NotCel as e:
             e.path.insert(0, name)
             raise
     return data
+
+
+def _memoized(memo: Memo, name: str, key: str | None, value: Any) -> Any:
+    lib = memo.get((name, key), _UNSET)
+    if lib is _UNSET:
+        lib = memo[name, key] = to_lib(value) if key is None else _keyed_lib(key, value)
+    return lib
 
 
 def _keyed_lib(key: str, value: Any) -> Any:

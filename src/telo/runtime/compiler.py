@@ -16,9 +16,11 @@ from telo.manifest import Cel, Ref, Template
 
 if TYPE_CHECKING:
     from telo.cel import CelEnvironment, Program
+    from telo.cel.scope import Memo
     from telo.runtime.app import Application
 
-Node = Callable[[Mapping[str, Any]], Any]
+# A compiled node reads the scope and the memo its template's expressions share (see Tree), or None.
+Node = Callable[[Mapping[str, Any], "Memo | None"], Any]
 
 
 def has_expressions(node: Any) -> bool:
@@ -42,14 +44,20 @@ class Constant:
 
 @dataclass(frozen=True, slots=True)
 class Tree:
-    """A value template: literal structure with compiled expression leaves, evaluated leaf by leaf."""
+    """A value template: literal structure with compiled expression leaves, evaluated leaf by leaf.
+
+    The leaves run back to back against one scope that nothing can change meanwhile, so when there are several
+    they share one conversion of the scope values they read (a step's inputs often read one earlier result
+    several times): ``shared`` gives them a fresh :data:`~telo.cel.scope.Memo` per evaluation.
+    """
 
     fn: Node
     where: str
     deterministic: bool = True
+    shared: bool = False
 
     def evaluate(self, scope: Mapping[str, Any]) -> Any:
-        return self.fn(scope)
+        return self.fn(scope, {} if self.shared else None)
 
 
 def _template_text(value: Any) -> str:
@@ -118,8 +126,8 @@ class Compiler:
         program = self.program(node, names)
         clock = self.app.clock
 
-        def run(scope: Mapping[str, Any]) -> Any:
-            return program.evaluate(scope, clock=clock)
+        def run(scope: Mapping[str, Any], memo: Memo | None) -> Any:
+            return program.evaluate(scope, clock=clock, memo=memo)
 
         return run
 
@@ -129,23 +137,24 @@ class Compiler:
         if isinstance(node, Template):
             parts: list[Node | str] = [self.cel(p, names) if isinstance(p, Cel) else p for p in node.parts]
 
-            def interpolate(scope: Mapping[str, Any]) -> Any:
-                return "".join(p if isinstance(p, str) else _template_text(p(scope)) for p in parts)
+            def interpolate(scope: Mapping[str, Any], memo: Memo | None) -> Any:
+                return "".join(p if isinstance(p, str) else _template_text(p(scope, memo)) for p in parts)
 
             return interpolate
         if isinstance(node, Mapping) and has_expressions(node):
             items = [(k, self.node(v, names)) for k, v in node.items()]
-            return lambda scope: {k: f(scope) for k, f in items}
+            return lambda scope, memo: {k: f(scope, memo) for k, f in items}
         if isinstance(node, list) and has_expressions(node):
             fns = [self.node(v, names) for v in node]
-            return lambda scope: [f(scope) for f in fns]
+            return lambda scope, memo: [f(scope, memo) for f in fns]
         return _constant(node)
 
     def value(self, node: Any, *, where: str, names: Iterable[str] = ()) -> Any:
         """Compile ``node``; its expressions may also read ``names`` (declared ``dyn``) from the scope."""
         if not has_expressions(node):
             return Constant(node, _where(node, where))
-        return Tree(self.node(node, names), _where(node, where))
+        shared = len(list(_expressions(node))) > 1
+        return Tree(self.node(node, names), _where(node, where), shared=shared)
 
     def target(self, node: Any, *, where: str, step_path: Sequence[str | int], step_name: str) -> Any:
         if isinstance(node, Ref):
@@ -168,7 +177,7 @@ def _expressions(node: Any) -> Iterator[Cel]:
 
 
 def _constant(value: Any) -> Node:
-    return lambda scope: value
+    return lambda scope, memo: value
 
 
 def _where(node: Any, fallback: str) -> str:

@@ -113,3 +113,40 @@ def test_non_ascii_and_nul_keys_select_correctly() -> None:
 def test_inputs_may_be_any_map() -> None:
     assert ENV.compile("inputs[1] + inputs[true]").evaluate(Scope(inputs=CelMap([(1, 2), (True, 3)]))) == 5
     assert ENV.compile("inputs").evaluate({"inputs": {Uint(1): "u"}}) == {Uint(1): "u"}
+
+
+def _outcome(program: Any, scope: Any, memo: Any) -> tuple[str, Any]:
+    try:
+        return "value", program.evaluate(scope, memo=memo)
+    except CelEvalError as err:
+        return "error", (err.code, err.message)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=values, b=values, k=values, which=st.lists(st.sampled_from(_EXPRESSIONS), min_size=1, max_size=4))
+def test_a_memo_shared_by_several_expressions_changes_no_result(a: Any, b: Any, k: Any, which: list[str]) -> None:
+    plain = {"steps": {"a": {"result": a}, "b": {"result": b}}, "inputs": {"k": k}}
+    memo: dict[Any, Any] = {}
+    for text in which:
+        program = ENV.compile(text)
+        alone, shared = _outcome(program, plain, None), _outcome(program, plain, memo)
+        assert alone[0] == shared[0]
+        assert alone[1] == shared[1] if alone[0] == "error" else equal(alone[1], shared[1])
+
+
+def test_a_memo_converts_each_read_entry_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+    real = convert_module.to_lib
+
+    def counting(value: Any) -> Any:
+        calls.append(value)
+        return real(value)
+
+    monkeypatch.setattr("telo.cel.scope.to_lib", counting)
+    plain = {"steps": {"a": {"result": 1}, "b": {"result": 2}}, "inputs": {"k": 3}}
+    memo: dict[Any, Any] = {}
+    assert ENV.compile("steps.a.result + 1").evaluate(plain, memo=memo) == 2
+    assert ENV.compile("string(steps.a.result)").evaluate(plain, memo=memo) == "1"
+    assert ENV.compile("size(steps)").evaluate(plain, memo=memo) == 2  # whole: converted (once) too
+    assert ENV.compile("size(steps) + steps.a.result").evaluate(plain, memo=memo) == 3
+    assert calls == [{"result": 1}, plain["steps"]]
