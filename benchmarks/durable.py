@@ -245,7 +245,7 @@ def interrupt_child(manifest: str, runs: int) -> None:
     asyncio.run(main())
 
 
-def interrupt_runs(manifest: Path, runs: int) -> None:
+def interrupt_runs(manifest: Path, journal: str, runs: int) -> None:
     env = dict(os.environ, BENCH_HANG_AT=str(HALF), BENCH_HANG_COUNT=str(runs))
     child = subprocess.Popen([sys.executable, __file__, "--interrupt-child", str(manifest), "--runs", str(runs)],
                              env=env, stdout=subprocess.PIPE, text=True)
@@ -254,6 +254,13 @@ def interrupt_runs(manifest: Path, runs: int) -> None:
         line = child.stdout.readline()
         if line.strip() != "ready":
             raise SystemExit(f"the interrupting child did not get its runs half way: {line!r}")
+        # The steps' entries are deferred (docs/guarantees.md): wait until the first HALF of every run are
+        # durable, so every run is interrupted at the same point.
+        deadline = time.monotonic() + 30
+        while count_steps(journal) != [HALF] * runs:
+            if time.monotonic() > deadline:
+                raise SystemExit("the interrupted runs' first steps did not become durable within 30 s")
+            time.sleep(0.005)
     finally:
         os.kill(child.pid, signal.SIGKILL)  # the crash: every run is mid-step, its claim held by a dead pid
         child.wait()
@@ -310,7 +317,7 @@ def recovery(d: Path, runs: int) -> dict[str, Any]:
     """Interrupt ``runs`` runs half way, then recover them in a fresh process (as a restarted worker would)."""
     journal = str(d / "recovery.db")
     manifest = write_app(d / "recovery-app", journal)
-    interrupt_runs(manifest, runs)
+    interrupt_runs(manifest, journal, runs)
     before = count_statuses(journal)
     steps = count_steps(journal)
     assert before == {"running": runs} and steps == [HALF] * runs, (before, steps)

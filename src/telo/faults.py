@@ -44,6 +44,12 @@ _hits = 0
 _lock = threading.Lock()
 
 
+def armed(name: str) -> bool:
+    """Whether a test armed ``name``: a boundary that means "durable" (an entry written) makes its pending
+    writes durable first when — and only when — it is armed, so the kill lands where its name says."""
+    return _ARMED is not None and _ARMED[0] == name
+
+
 def point(name: str) -> None:
     """Kill this process here if a test armed ``name`` (and this is the armed hit)."""
     global _hits

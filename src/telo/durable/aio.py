@@ -24,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from telo.journal.chain import WriteChain
 from telo.journal.model import Admission, AdmitResult, Entry, Outcome, Parked, RunRecord
 from telo.journal.store import Store
 
@@ -42,6 +43,19 @@ class AsyncStore:
         self._submit_async = getattr(store, "submit_append_async", None)
         self._status_async = getattr(store, "status_async", None)
         self._lifecycle_async = getattr(store, "lifecycle_async", None)
+        self._submit_deferred = getattr(store, "submit_deferred", None)
+
+    def chain(self, run: str) -> WriteChain | None:
+        """A chain for one execution's deferred appends (telo.journal.chain), or None when this store
+        cannot defer them (it has no ordered group commit): then every append is awaited."""
+        return WriteChain(run) if self._submit_deferred is not None else None
+
+    def append_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
+        """Queue an append of ``chain`` for the group commit without waiting for it (call on the loop thread);
+        the future settles once its batch committed. Only for a store :meth:`chain` returned a chain for."""
+        assert self._submit_deferred is not None
+        future: asyncio.Future[Entry] = self._submit_deferred(run, entry, chain)
+        return future
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._inline:
@@ -72,6 +86,22 @@ class AsyncStore:
         admitted: AdmitResult = await self._lifecycle("admit", admission)
         return admitted
 
+    async def admit_and_claim(self, admission: Admission, holder: str, ttl_ms: int,
+                              now_ms: int) -> tuple[AdmitResult, bool]:
+        """Admit a run and claim it: on SQLite both are queued at once and share a group commit."""
+        if self._lifecycle_async is not None:
+            admitting = self._lifecycle_async("admit", admission)
+            claiming = self._lifecycle_async("claim", admission.run, holder, ttl_ms, now_ms)
+            outcome = await asyncio.gather(admitting, claiming, return_exceptions=True)
+            for failed in outcome:
+                if isinstance(failed, BaseException):
+                    raise failed
+            admitted, claimed = outcome
+            assert isinstance(admitted, AdmitResult) and isinstance(claimed, bool)
+            return admitted, claimed
+        admitted = await self.admit(admission)
+        return admitted, admitted.admitted and await self.claim(admission.run, holder, ttl_ms, now_ms)
+
     async def read_run(self, run: str) -> RunRecord | None:
         if self._inline_reads:
             return self.sync.read_run(run)
@@ -89,13 +119,22 @@ class AsyncStore:
     async def read_entries(self, run: str) -> list[Entry]:
         return await self._call(self.sync.read_entries, run)
 
-    async def park(self, run: str, parked: Parked) -> RunRecord:
+    async def park(self, run: str, parked: Parked, chain: WriteChain | None = None) -> RunRecord:
+        if chain is not None:  # only a store that made the chain takes it
+            return await self._lifecycle_async("park", run, parked, chain=chain)  # type: ignore[no-any-return,misc]
         record: RunRecord = await self._lifecycle("park", run, parked)
         return record
 
     async def unpark(self, run: str) -> bool:
         unparked: bool = await self._lifecycle("unpark", run)
         return unparked
+
+    def submit_complete(self, run: str, outcome: Outcome, chain: WriteChain) -> asyncio.Future[RunRecord]:
+        """Queue the completion behind ``chain``'s deferred appends: it commits only if they all did, and
+        needs no wait for them first (FIFO group commit). Only for a store :meth:`chain` returned a chain for."""
+        assert self._lifecycle_async is not None
+        future: asyncio.Future[RunRecord] = self._lifecycle_async("complete", run, outcome, chain=chain)
+        return future
 
     async def complete(self, run: str, outcome: Outcome) -> RunRecord:
         record: RunRecord = await self._lifecycle("complete", run, outcome)

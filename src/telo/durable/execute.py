@@ -39,12 +39,14 @@ from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
+from telo.journal.chain import ChainBroken, ClaimLost
 from telo.journal.claims import DEFAULT_TTL_MS, RENEW_EVERY_MS
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
 
 log = logging.getLogger("telo.durable")
 
 REPLAYED_REASON = "a durable workflow's body is replayed from its journal on resume"
+_EMPTY_HASH = eventlog.state_hash({})
 
 HandleObserver = Callable[[LocalRunHandle], None]
 _observer: contextvars.ContextVar[HandleObserver | None] = contextvars.ContextVar("telo_handle_observer",
@@ -74,6 +76,7 @@ class WorkflowBody:
     kind: str = "DurableLocal.Workflow"
     effect_policy: Callable[[Mapping[str, str] | None], EffectPolicy] | None = None
     digest: Digest | None = None
+    durability: str = "deferred"  # or "eager": every append durable before the body goes on
 
 
 @dataclass
@@ -109,14 +112,16 @@ async def execute_run(
     services: Services | None = None,
     clock: Clock = SYSTEM_CLOCK,
     on_handle: Callable[[LocalRunHandle], None] | None = None,
+    fresh: bool = False,
 ) -> Execution:
     """Execute (or continue) ``run``; the caller has admitted it and holds its claim under ``holder``.
 
+    ``fresh``: the caller admitted the run just now, so its journal is known to be empty (nothing to read).
     With tracing enabled (:mod:`telo.observability`), the execution runs inside its run span."""
     tracer = observability.run_tracer()
     if tracer is None:
         return await _execute_run(store, run, body, call_inputs, holder=holder, services=services, clock=clock,
-                                  on_handle=on_handle)
+                                  on_handle=on_handle, fresh=fresh)
     with tracer.run_span(run, body.name) as span:
 
         def observe(handle: LocalRunHandle) -> None:
@@ -125,7 +130,7 @@ async def execute_run(
                 on_handle(handle)
 
         execution = await _execute_run(store, run, body, call_inputs, holder=holder, services=services,
-                                       clock=clock, on_handle=observe)
+                                       clock=clock, on_handle=observe, fresh=fresh)
         span.finish(execution)
         return execution
 
@@ -140,12 +145,19 @@ async def _execute_run(
     services: Services | None,
     clock: Clock,
     on_handle: Callable[[LocalRunHandle], None] | None,
+    fresh: bool = False,
 ) -> Execution:
     services = services or Services(clock=clock)
-    state = await asyncio.to_thread(eventlog.recover, store.sync, run) if store.sync.kind != "memory" \
-        else eventlog.recover(store.sync, run)
+    if fresh:
+        state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
+    elif store.sync.kind != "memory":
+        state = await asyncio.to_thread(eventlog.recover, store.sync, run)
+    else:
+        state = eventlog.recover(store.sync, run)
     handle = LocalRunHandle(store, state, clock=clock)
     handle.holder = holder
+    if body.durability == "eager":
+        handle.eager()
     if body.effect_policy is not None:
         handle.policy_for = body.effect_policy
     if on_handle is not None:
@@ -153,6 +165,16 @@ async def _execute_run(
     observer = _observer.get()
     if observer is not None:
         observer(handle)
+    try:
+        return await _run_body(store, run, body, call_inputs, handle, holder=holder, services=services, clock=clock,
+                               fresh=fresh)
+    finally:
+        _drain(handle)
+
+
+async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
+                    holder: str, services: Services, clock: Clock, fresh: bool) -> Execution:
+    """The body on its root context, then the run settled by how it ended."""
     renewer = asyncio.create_task(_renew(store, run, holder, clock))
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
@@ -165,7 +187,10 @@ async def _execute_run(
     try:
         with entered(ctx):
             if body.digest is not None:
-                await _check_digest(store, handle, run, body.digest, body.name)
+                if fresh:  # the admission recorded the digest and its scope in the run record
+                    await handle.decide(DIGEST_PATH, "digest", body.digest.record)
+                else:
+                    await _check_digest(store, handle, run, body.digest, body.name)
             module = dict(body.module_scope())
             inputs_ev = body.inputs
             inputs = await handle.decide(
@@ -181,6 +206,8 @@ async def _execute_run(
         return _done(run, "parked", handle)
     except RunCancelled:
         return _done(run, "cancelled", handle)
+    except (ClaimLost, ChainBroken) as exc:
+        return _interrupted(run, handle, exc)
     except TeloError as exc:
         if exc.code == "ERR_DURABLE_RUN_CANCELLED":
             return _done(run, "cancelled", handle)
@@ -200,7 +227,8 @@ async def _execute_run(
             f"(waiting on {s.where.resource!r}): something between the park and the workflow swallowed the "
             "suspension signal, which would turn a park into a completed step", counts())
     try:
-        await handle.check_cancelled_async()  # a cancel that landed during the last step wins over completion
+        # a cancel that landed during the last step wins over completion
+        await handle.check_cancelled_async(now=True)
     except RunCancelled:
         return _done(run, "cancelled", handle)
     result = _result_value(scope.get("steps", {}))
@@ -210,7 +238,10 @@ async def _execute_run(
                                     replayed_steps=handle.replayed_steps)
     except TeloError as exc:  # the run's result cannot be framed: the run fails, visibly
         return await _fail(store, run, handle, "ERR_DURABLE_UNJOURNALABLE_VALUE", exc.message, counts())
-    record = await store.complete(run, outcome)
+    try:
+        record = await _complete(store, handle, run, outcome)
+    except (ClaimLost, ChainBroken) as exc:
+        return _interrupted(run, handle, exc)
     execution = _done(run, "completed", handle)
     execution.result, execution.record = result, record
     return execution
@@ -256,6 +287,48 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
                   f"previous manifest and resume, or continue with the new one: `telo resume {run} --force`"),
         ParkUntil(),
     )
+
+
+async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome: Outcome) -> RunRecord:
+    """Settle the run completed once every pending append is durable: the completion is queued right behind
+    them (one group commit more at most, rather than a wait for them and then a commit of its own), and is
+    refused should one of them have failed."""
+    if handle.chain is None or not handle.pending:
+        return await store.complete(run, outcome)
+    try:
+        record = await store.submit_complete(run, outcome, handle.chain)
+    except ChainBroken:
+        await handle.flush()  # raises what broke the chain
+        raise
+    await handle.flush()
+    return record
+
+
+def _interrupted(run: str, handle: LocalRunHandle, exc: TeloError) -> Execution:
+    """This execution stops without settling the run: a deferred append failed or lost a race to another
+    execution, so what it did since is not (all) in the journal. The run continues from the journal — in the
+    execution holding its claim, or when it is next resumed."""
+    log.warning("durable.execution.interrupted", extra={"durable.run": run, "error.code": exc.code,
+                                                         "error.message": exc.message})
+    execution = _done(run, "running", handle)
+    execution.error = {"code": exc.code, "message": exc.message}
+    return execution
+
+
+def _drain(handle: LocalRunHandle) -> None:
+    """Pending appends nobody will wait for (the body raised): let them finish, and read their errors so
+    asyncio does not report them as never retrieved."""
+    for future in handle.pending_futures():
+        if future.done():
+            if not future.cancelled():
+                future.exception()
+        else:
+            future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:

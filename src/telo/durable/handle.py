@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
@@ -30,14 +32,25 @@ from telo.errors import (
     TypedFrameUnencodable,
     UnjournalableValue,
 )
+from telo.journal import cancels
+from telo.journal.chain import ChainBroken, lost_race
 from telo.journal.claims import DEFAULT_TTL_MS
-from telo.journal.eventlog import RunState
+from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import Entry, Parked
 from telo.targets import targets_match
 
 log = logging.getLogger("telo.durable")
 
 RUN_CANCELLED = "ERR_DURABLE_RUN_CANCELLED"
+
+# How far an execution may run ahead of its journal's commits (deferred appends not yet known durable):
+# - DEFERRED_STEPS step entries (receipts) — a crash re-executes at most this many FINISHED steps of a run
+#   (each with its own idempotency key), besides the steps it interrupted;
+# - DEFERRED_LIMIT entries of any kind — bounds the memory a run racing ahead of a stalled disk holds.
+# On reaching either, the body waits for the oldest before going on.
+DEFERRED_STEPS = 4
+DEFERRED_LIMIT = 64
+_WAITED_KINDS = frozenset({"attempt", "retry"})
 
 
 class EffectUnconfirmed(DurableError):
@@ -73,6 +86,19 @@ class LocalRunHandle:
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
         self.on_step: Callable[[str, str, Mapping[str, str] | None], None] | None = None
+        # Deferred appends (telo.journal.chain): None when the store cannot defer, or the workflow asked for
+        # every append to be durable before the body goes on (``durability: eager``).
+        self.chain = store.chain(self.run_id)
+        # (number, entry, future) in append order; numbers let concurrent branches wait for "up to here"
+        self._pending: deque[tuple[int, Entry, asyncio.Future[Entry]]] = deque()
+        self._appended = 0
+        self._pending_steps = 0  # step entries among them
+        self._cancel_gen = cancels.generation()
+        self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
+
+    def eager(self) -> None:
+        """Wait for every append's commit before going on (the workflow's ``durability: eager``)."""
+        self.chain = None
 
     # --- recording ------------------------------------------------------------------------------------
 
@@ -92,15 +118,83 @@ class LocalRunHandle:
             ) from exc
 
     def _storage(self, path: str) -> str:
-        from telo.journal.eventlog import storage_path
-
         return storage_path(self.epoch, path)
 
-    async def _append(self, path: str, entry: Entry) -> Any:
-        stored = await self.store.append(self.run_id, entry)
+    async def _append(self, path: str, entry: Entry, *, wait: bool = False) -> Any:
+        """Record ``entry`` at ``path`` and return its value as a replay would read it.
+
+        Unless ``wait``, the append is DEFERRED when the store allows: queued for the group commit, which makes
+        it durable within a commit or two while the body goes on (docs/guarantees.md "Deferred receipts").
+        The body waits for its pending appends at each barrier (:meth:`flush`): before an effect whose
+        intent must be durable, before a park, and with the run's completion."""
+        chain = self.chain
+        if chain is not None and not wait:
+            future = self.store.append_deferred(self.run_id, entry, chain)
+            if not future.done():  # (inside an ambient transaction it ran at once)
+                logical = Entry(path, entry.kind, entry.value, entry.v, entry.decision, entry.target, None)
+                self.entries[path] = logical
+                self._appended += 1
+                self._pending.append((self._appended, entry, future))
+                if entry.kind == "step":
+                    self._pending_steps += 1
+                if self._pending_steps >= DEFERRED_STEPS or len(self._pending) >= DEFERRED_LIMIT:
+                    await self._settle(self._oldest())
+                return logical.decode(self.run_id)
+            stored = self._settled(entry, future)
+        else:
+            if self._pending:
+                await self.flush()  # an awaited append never commits over a failed deferred one
+            stored = await self.store.append(self.run_id, entry)
         logical = Entry(path, stored.kind, stored.value, stored.v, stored.decision, stored.target, stored.seq)
         self.entries[path] = logical
         return logical.decode(self.run_id)
+
+    def _settled(self, entry: Entry, future: asyncio.Future[Entry]) -> Entry:
+        stored = future.result()  # the append's own error, if it failed
+        if not entry.same_record(stored):
+            raise lost_race(self.run_id, entry.path)
+        return stored
+
+    def _oldest(self) -> int:
+        """What to wait for when over a limit: the oldest pending step entry when over DEFERRED_STEPS,
+        else the oldest pending entry."""
+        if self._pending_steps >= DEFERRED_STEPS:
+            for number, entry, _ in self._pending:
+                if entry.kind == "step":
+                    return number
+        return self._pending[0][0]
+
+    async def _settle(self, upto: int) -> None:
+        """Wait until the pending appends numbered up to ``upto`` settled, checking each. Concurrent branches
+        may settle the same ones: whichever finds one at the head pops and checks it."""
+        pending = self._pending
+        while pending and pending[0][0] <= upto:
+            _, entry, future = pending[0]
+            if not future.done():  # settled in batch order: waiting for the head waits for no later batch
+                await asyncio.wait((future,))
+                continue  # another branch may have popped it meanwhile: look at the head again
+            pending.popleft()
+            if entry.kind == "step":
+                self._pending_steps -= 1
+            self._settled(entry, future)
+
+    async def flush(self) -> None:
+        """A barrier: return once every pending append is durable; raise the first that failed, or
+        ``ERR_DURABLE_CLAIM_LOST`` if one found another execution's value at its path."""
+        if self._pending:
+            await self._settle(self._pending[-1][0])
+
+    @property
+    def pending(self) -> int:
+        """How many deferred appends are not yet known to be durable."""
+        return len(self._pending)
+
+    def pending_futures(self) -> list[asyncio.Future[Entry]]:
+        """The pending appends' futures, forgotten by the handle (the caller awaits or drains them)."""
+        futures = [future for _, _, future in self._pending]
+        self._pending.clear()
+        self._pending_steps = 0
+        return futures
 
     async def step(self, path: str, target: Mapping[str, str] | None, inputs: Any, execute: Execute) -> Any:
         existing = self.entries.get(path)
@@ -121,13 +215,21 @@ class LocalRunHandle:
             return existing.decode(self.run_id)
         await self.check_cancelled_async()
         resume: tuple[int, int | None] = (0, None)
-        if paths.inputs_path(path) in self.opened:  # an intent from an earlier execution, and no receipt
+        policy = self.policy_for(target)
+        if self.opened and paths.inputs_path(path) in self.opened:  # an earlier execution's intent, no receipt
             state = effects.effect_state(path, self.entries, self.run_id)
-            if state.unconfirmed and not self.policy_for(target).implicit:
+            if state.unconfirmed and not policy.implicit:
                 receipt = await self._resolve_unconfirmed(path, target, state)
                 if receipt is not None:
                     return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])))
             resume = (state.next_attempt, state.due_at)
+        if self._pending and (policy.mode != effects.REDRIVE or policy.lookup is not None
+                              or current().extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE)):
+            # An effect that must not be repeated blindly: its intent (and everything before it) is durable
+            # before it starts, so a crash inside it is seen as unconfirmed (event-log spec §2). A redriven
+            # effect needs no such wait: a crash before its intent is durable re-executes it with the same
+            # idempotency key, exactly what its policy does after a crash inside it.
+            await self.flush()
         if self.on_step:
             self.on_step("executing", path, target)
         faults.point("before-effect")
@@ -136,18 +238,25 @@ class LocalRunHandle:
         faults.point("after-effect-before-entry")
         self.executed_steps += 1
         stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)))
+        if faults.armed("after-entry"):
+            await self.flush()
         faults.point("after-entry")
         return stored
 
-    async def decide(self, path: str, kind: str, compute: Callable[[], Any]) -> Any:
+    async def decide(self, path: str, kind: str, compute: Callable[[], Any], *, wait: bool = False) -> Any:
         existing = self.entries.get(path)
         if existing is not None:
             return existing.decode(self.run_id)
         value = compute()
         if inspect.isawaitable(value):
             value = await value
-        stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)))
-        if kind == "inputs":
+        # A retry's start marker and verdict are durable before the attempt (or its backoff) begins: a crash
+        # mid-retry then neither resets the budget nor repeats a delay, and an attempt of an effect that must
+        # not be repeated blindly is seen as started (event-log spec §2). Retries are rare: no cost to speak of.
+        wait = wait or kind in _WAITED_KINDS
+        stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), wait=wait)
+        if kind == "inputs" and faults.armed("after-inputs-decision"):
+            await self.flush()
             faults.point("after-inputs-decision")
         return stored
 
@@ -155,9 +264,17 @@ class LocalRunHandle:
         signal = Suspension(self.run_id, where, until)
         self.latched = signal  # latched first: an absorber between here and the workflow cannot hide it
         faults.point("before-park-record")
-        await self.store.park(
-            self.run_id, Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
-        )
+        # Queued behind the pending appends and refused if one failed: no wait for them first.
+        parked = Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
+        if self._pending and self.chain is not None:
+            try:
+                await self.store.park(self.run_id, parked, self.chain)
+            except ChainBroken:
+                await self.flush()  # raises what broke the chain
+                raise
+            await self.flush()
+        else:
+            await self.store.park(self.run_id, parked)
         if self.holder is not None:
             # A store's park releases the claim, but this body may still be running sibling branches of a
             # fan-out (spec §7.8): keep the run claimed until the whole body has unwound, so no worker woken by
@@ -211,7 +328,7 @@ class LocalRunHandle:
                 )
             else:
                 decision = {"action": mode, "by": "policy"}
-            decision = await self.decide(where, "unconfirmed", lambda: decision)
+            decision = await self.decide(where, "unconfirmed", lambda: decision, wait=True)
         log.info("durable.effect.unconfirmed", extra={"durable.run": self.run_id, "durable.path": path,
                                                       "durable.resolution": effects.describe_resolution(decision)})
         action = decision.get("action") if isinstance(decision, Mapping) else None
@@ -219,7 +336,7 @@ class LocalRunHandle:
             # Marked started BEFORE executing: if this redrive is interrupted too, the next recovery sees an
             # unknown outcome again and asks again, rather than redriving blindly on an old answer.
             n = state.resolution_index
-            await self.decide(paths.redrive_path(path, n), "redrive", lambda: {"resolution": n})
+            await self.decide(paths.redrive_path(path, n), "redrive", lambda: {"resolution": n}, wait=True)
             return None
         if action == "skip":
             return (decision.get("value"),)
@@ -263,12 +380,18 @@ class LocalRunHandle:
             raise RunCancelled(RUN_CANCELLED, f"run {self.run_id!r} was cancelled",
                                data={"run": self.run_id})
 
-    async def check_cancelled_async(self) -> None:
-        """Read the run's status before each effect: cancel stops a running body at its next step (a WAL or
-        indexed read, far cheaper than the effect and the append it guards; on SQLite the checks of all the
-        runs in flight share one read per loop iteration)."""
-        if await self.store.run_status(self.run_id) == "cancelled":
-            self._cancelled = True
+    async def check_cancelled_async(self, *, now: bool = False) -> None:
+        """Before each effect: has the run been cancelled? Cancel stops a running body at its next step.
+
+        The run's status is read when this process wrote a cancel since the last read, and otherwise at
+        most every :data:`telo.journal.cancels.POLL_MS` (a cancel from another process) — or ``now``
+        (on SQLite the reads of all the runs in flight share one query per loop iteration)."""
+        gen = cancels.generation()
+        if now or gen != self._cancel_gen or time.monotonic() >= self._cancel_due:
+            self._cancel_gen = gen
+            if await self.store.run_status(self.run_id) == "cancelled":
+                self._cancelled = True
+            self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
         self.check_cancelled()
 
 

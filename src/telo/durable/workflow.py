@@ -45,6 +45,7 @@ class Workflow(Resource):
         super().__init__(app, name, config, module)
         self.holder = Holder.for_this_process(f"workflow-{name}").to_text()
         self.executions: dict[str, Execution] = {}
+        self._async_store: AsyncStore | None = None
 
     async def init(self) -> None:
         c = self.app.compiler
@@ -57,6 +58,7 @@ class Workflow(Resource):
             self.kind,
             self.effect_policy,
             digest_of(self.app.manifest, self.name) if self.name in self.app.manifest.resources else None,
+            str(self.config.get("durability", "deferred")),
         )
         self.run_id_ev = c.value(self.config["runId"], where=f"{where}.runId") if "runId" in self.config else None
         self.on_conflict = str(self.config.get("onConflict", "attach"))
@@ -76,7 +78,11 @@ class Workflow(Resource):
 
     @property
     def store(self) -> AsyncStore:
-        return AsyncStore(self.journal.store)
+        sync = self.journal.store
+        cached = self._async_store
+        if cached is None or cached.sync is not sync:
+            cached = self._async_store = AsyncStore(sync)
+        return cached
 
     def run_id_for(self, inputs: Any) -> str:
         if self.run_id_ev is None:
@@ -95,10 +101,20 @@ class Workflow(Resource):
         # The call inputs go into the record: a worker continuing a run whose starter died before the
         # body's inputs decision has nothing else to evaluate the workflow's `inputs:` against.
         digest = self.body.digest
-        admitted = await store.admit(Admission.of(run, workflow=self.name, inputs=inputs,
-                                                  manifest_digest=digest.value if digest else None,
-                                                  digest_scope=digest.scope if digest else None))
+        admission = Admission.of(run, workflow=self.name, inputs=inputs,
+                                 manifest_digest=digest.value if digest else None,
+                                 digest_scope=digest.scope if digest else None)
         clock = self.app.clock
+        if self.run_id_ev is None:
+            # A new id (a fresh uuid): no run to attach to, so the claim is queued with the admission and
+            # both commit together.
+            admitted, claimed = await store.admit_and_claim(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms())
+            if admitted.admitted and claimed:
+                faults.point("after-admit")
+                self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
+                return {"runId": run, "started": True, "status": "running"}
+        else:
+            admitted = await store.admit(admission)
         if not admitted.admitted:
             record = admitted.record
             if self.on_conflict == "reject":
@@ -129,7 +145,7 @@ class Workflow(Resource):
         self.app.hold(self.run_to_rest(run, inputs, self.holder))
         return {"runId": run, "started": True, "status": "running"}
 
-    async def run_to_rest(self, run: str, inputs: Any, holder: str) -> Execution:
+    async def run_to_rest(self, run: str, inputs: Any, holder: str, *, fresh: bool = False) -> Execution:
         """Execute, and while the run parks on TIME only (a durable sleep, a long retry backoff), wait in this
         process and continue it — so ``telo run`` behaves like a script; ``kill -9`` during the wait loses
         nothing, since the park is journaled and a worker or a rerun continues it. A run waiting for a
@@ -137,7 +153,8 @@ class Workflow(Resource):
         store = self.store
         while True:
             try:
-                execution = await self.execute(run, inputs, holder)
+                execution = await self.execute(run, inputs, holder, fresh=fresh)
+                fresh = False
             except Exception:
                 log.exception("durable.run.crashed", extra={"durable.run": run})
                 raise
@@ -170,10 +187,12 @@ class Workflow(Resource):
             if record.status != "parked" or record.due_at != due_at:
                 return True
 
-    async def execute(self, run: str, inputs: Any, holder: str) -> Execution:
-        """Continue ``run`` (claimed by ``holder``): the path shared by starts, resubmissions and resumers."""
+    async def execute(self, run: str, inputs: Any, holder: str, *, fresh: bool = False) -> Execution:
+        """Continue ``run`` (claimed by ``holder``): the path shared by starts, resubmissions and resumers.
+
+        ``fresh``: admitted and claimed by this very call chain just now — nothing to read first."""
         store = self.store
-        record = await store.read_run(run)
+        record = None if fresh else await store.read_run(run)
         if record is not None and record.terminal:
             # Settled since the caller decided to continue it (a sweep's due list is stale by the time it claims;
             # another process finished the run during an in-process wait): a claim does not stop that, so do
@@ -183,7 +202,7 @@ class Workflow(Resource):
         if record is not None and record.status in ("scheduled", "parked"):
             await store.update_run(run, status="running", parked=None, due_at=None)
         execution = await execute_run(store, run, self.body, inputs, holder=holder, services=self.app.services,
-                                      clock=self.app.clock)
+                                      clock=self.app.clock, fresh=fresh)
         self.executions[run] = execution
         if execution.status == "running":
             await store.release(run, holder)

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalError
-from telo.journal import paging, rules
+from telo.journal import cancels, paging, rules
 from telo.journal.file_format import FileState, claim_line, compacted, dump_line, entry_line, run_line
 from telo.journal.file_io import Locked, RunFiles, pread_all
 from telo.journal.memory import unknown_run
@@ -108,7 +108,10 @@ class FileStore(Store):
         """The whole settled record (rules.settled) as a run line, and the claim released."""
         with self._files.open(run, writer=True) as maybe:
             locked, record = _require(maybe, run)
-            return self._change(run, rules.settled(record, outcome, self._clock.now_ms()), locked)
+            settled = self._change(run, rules.settled(record, outcome, self._clock.now_ms()), locked)
+        if outcome.status == "cancelled":
+            cancels.notice()
+        return settled
 
     def park(self, run: str, parked: Parked) -> RunRecord:
         """``dueAt`` is ``parked.at`` or absent: a stale due time is never carried over (reference §15.8)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import JournalError
-from telo.journal import paging, rules
+from telo.journal import cancels, paging, rules
 from telo.journal.model import (
     Admission,
     AdmitResult,
@@ -73,7 +73,9 @@ class MemoryStore(Store):
         with self._lock:
             record = rules.settled(self._require(run), outcome, self._clock.now_ms())
             self._runs[run] = record
-            return record
+        if outcome.status == "cancelled":
+            cancels.notice()
+        return record
 
     def park(self, run: str, parked: Parked) -> RunRecord:
         with self._lock:

@@ -84,7 +84,8 @@ class Entry:
 
     def same_record(self, other: Entry) -> bool:
         """Equal apart from the store-assigned ``seq`` (what converging racing writers compare)."""
-        return replace(self, seq=None) == replace(other, seq=None)
+        return (self.path == other.path and self.kind == other.kind and self.value == other.value
+                and self.v == other.v and self.decision == other.decision and self.target == other.target)
 
     def to_json(self) -> dict[str, Any]:
         """The upstream NDJSON ``entry`` object ([N] shape: value is the frame text as a JSON string)."""

@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
-from telo.journal import paging
+from telo.journal import cancels, paging
 from telo.journal.claims import holder_is_dead, this_host
 from telo.journal.memory import unknown_run
 from telo.journal.model import (
@@ -202,7 +202,7 @@ class PostgresStore(Store):
         return record_from_row(row)
 
     def complete(self, run: str, outcome: Outcome) -> RunRecord:
-        return self._update(
+        record = self._update(
             run,
             "status = %(status)s, result = %(result)s, result_codec_version = %(result_v)s, error = %(error)s, "
             "collapsed_regions = %(regions)s, collapse_reasons = %(reasons)s, replayed_steps = %(replayed)s, "
@@ -220,6 +220,9 @@ class PostgresStore(Store):
             },
             "settle a run",
         )
+        if outcome.status == "cancelled":
+            cancels.notice()
+        return record
 
     def park(self, run: str, parked: Parked) -> RunRecord:
         return self._update(

@@ -35,7 +35,8 @@ from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import JournalError
-from telo.journal import paging
+from telo.journal import cancels, paging
+from telo.journal.chain import WriteChain
 from telo.journal.claims import holder_is_dead
 from telo.journal.memory import unknown_run
 from telo.journal.model import (
@@ -170,7 +171,7 @@ class SqliteStore(Store):
             return self._writer.submit_async(fn, isolated=isolated)  # type: ignore[return-value]
         return self._writer.call(fn, isolated=isolated)
 
-    def lifecycle_async(self, method: str, *args: Any) -> asyncio.Future[Any]:
+    def lifecycle_async(self, method: str, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
         """``admit``, ``claim``, ``complete``, ``park`` or ``unpark`` for a caller on an event loop (called on
         its thread): the same operation, submitted to the group commit with an asyncio future
         rather than run on a thread that blocks until its commit.
@@ -183,7 +184,7 @@ class SqliteStore(Store):
             raise ValueError(f"not an asynchronous lifecycle write: {method!r}")
         token = _SUBMITTING.set(True)
         try:
-            future: asyncio.Future[Any] = getattr(self, method)(*args)
+            future: asyncio.Future[Any] = getattr(self, method)(*args, **kwargs)
         finally:
             _SUBMITTING.reset(token)
         return future
@@ -290,26 +291,34 @@ class SqliteStore(Store):
                 if not future.done():
                     future.set_result(found.get(run))
 
-    def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...]) -> RunRecord:
+    def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...],
+                chain: WriteChain | None = None) -> RunRecord:
         sql = self._sql
 
         def op(conn: sqlite3.Connection) -> RunRecord:
+            if chain is not None:
+                chain.check()  # settle nothing over a hole in the execution's deferred writes
             if conn.execute(stmt, params).rowcount == 0:
                 raise unknown_run(run)
             return _record(conn, sql, run)
 
         return self._lifecycle(what, op)
 
-    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+    def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None) -> RunRecord:
+        """``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if
+        every one of them did; queued after them, it needs no wait for them first."""
         o = outcome
         params = (o.status, o.result, o.result_v, error_json(o.error), o.collapsed_regions,
                   reasons_json(o.collapse_reasons), o.replayed_steps, self._clock.now_ms(), run)
-        return self._update("complete", run, self._sql.complete, params)
+        record = self._update("complete", run, self._sql.complete, params, chain)
+        if o.status == "cancelled":
+            cancels.notice(record)
+        return record
 
-    def park(self, run: str, parked: Parked) -> RunRecord:
+    def park(self, run: str, parked: Parked, *, chain: WriteChain | None = None) -> RunRecord:
         p = parked
         params = (p.path, p.resource, p.token, p.at, p.reason, p.at, self._clock.now_ms(), run)
-        return self._update("park", run, self._sql.park, params)
+        return self._update("park", run, self._sql.park, params, chain)
 
     def unpark(self, run: str) -> bool:
         stmt, params = self._sql.unpark, (self._clock.now_ms(), run)
@@ -414,6 +423,21 @@ class SqliteStore(Store):
         """:meth:`submit_append` for a caller on an event loop (called on its thread): an asyncio future,
         settled with the rest of its group-commit batch in one loop wake-up (see ``submit_async``)."""
         op = self._append_op(run, entry)
+        tx = self._ambient()
+        if tx is None:
+            return self._writer.submit_async(op, isolated=False)
+        done: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
+        try:
+            done.set_result(self._in_transaction(tx, op))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def submit_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
+        """A deferred append (telo.journal.chain): queued for the group commit like
+        :meth:`submit_append_async`, refused should an earlier write of ``chain`` have failed, and breaking
+        ``chain`` should it fail or find another value stored at its path. Called on the loop's thread."""
+        op = AppendOp(self._sql, run, entry, self._target_json(entry.target), chain)
         tx = self._ambient()
         if tx is None:
             return self._writer.submit_async(op, isolated=False)

@@ -29,6 +29,7 @@ import sqlite3
 from typing import Any
 
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
+from telo.journal.chain import WriteChain, lost_race
 from telo.journal.memory import unknown_run
 from telo.journal.model import Entry
 from telo.journal.sqlite_schema import Sql, entry_from_row
@@ -37,22 +38,33 @@ from telo.journal.sqlite_schema import Sql, entry_from_row
 class AppendOp:
     """One append as a writer operation: callable alone, and groupable by :func:`append_group`."""
 
-    __slots__ = ("entry", "run", "sql", "target")
+    __slots__ = ("chain", "entry", "run", "sql", "target")
 
-    def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None) -> None:
+    def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None,
+                 chain: WriteChain | None = None) -> None:
         self.sql = sql
         self.run = run
         self.entry = entry
         self.target = target  # the entry's target as JSON text
+        self.chain = chain  # set for a deferred append (telo.journal.chain)
 
     def __call__(self, conn: sqlite3.Connection) -> Entry:
         e = self.entry
+        if self.chain is not None:
+            self.chain.check()
         got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v))
         row = got.fetchone()
         if row is not None:  # stored, seq assigned, run known: one statement
             return self.stored(row[0])
         # First writer wins: the path already has an entry (possibly from earlier in this very batch).
-        return self.existing(conn)
+        return self.settle(self.existing(conn))
+
+    def settle(self, stored: Entry) -> Entry:
+        """A deferred append that found ANOTHER value at its path lost a race its execution built on: the
+        chain breaks, so nothing this execution writes after it commits."""
+        if self.chain is not None and not self.entry.same_record(stored):
+            self.chain.break_with(lost_race(self.run, self.entry.path))
+        return stored
 
     def stored(self, seq: int) -> Entry:
         e = self.entry
@@ -79,6 +91,8 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
     Raises only for a failure the caller must undo (it then reruns the ops one by one).
     """
     sql = ops[0].sql
+    if any(op.chain is not None and op.chain.broken is not None for op in ops):
+        raise _OneAtATime  # the single path refuses each of a broken chain's writes on its own
     runs = sorted({op.run for op in ops})
     bases: dict[str, int] = json.loads(conn.execute(sql.seq_bases, (json.dumps(runs),)).fetchone()[0] or "{}")
     first: dict[tuple[str, str], int] = {}  # (run, path) -> index of the op that writes it
@@ -99,6 +113,10 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         inserted += conn.execute(sql.insert_entries(size), params[done * 8 : (done + size) * 8]).rowcount
         done += size
     all_in = inserted == rows
+    if not all_in and any(op.chain is not None for op in ops):
+        # A deferred append may have lost a race, and a later write of its chain went in with it: undo the
+        # group (the caller reruns it one at a time, where a broken chain refuses what follows).
+        raise _OneAtATime
     results: list[tuple[bool, Any]] = []
     for i, op in enumerate(ops):
         mine = assigned[i]
@@ -111,6 +129,10 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         except Exception as exc:
             results.append((False, exc))
     return results
+
+
+class _OneAtATime(Exception):
+    """Raised by :func:`append_group` to have the writer undo the group and run its appends one by one."""
 
 
 def _chunks(rows: int) -> list[int]:

@@ -79,6 +79,8 @@ class _Op(Generic[T]):
 
     def resolve(self, ok: bool, value: Any) -> None:
         self.resolved = True
+        if not ok:
+            _break_chain(self, value)
         if self.afuture is not None:  # settled on its loop by _settle, with the rest of its batch
             self.ok, self.value = ok, value
             return
@@ -319,6 +321,9 @@ class GroupCommitWriter:
                 outcomes += self._run_group(live[i:j])
             else:
                 outcomes.append(self._run_one(live[i]))
+            for k in range(i, j):
+                if not outcomes[k][0]:
+                    _break_chain(live[k], outcomes[k][1])  # before a later write of its chain runs
             if not conn.in_transaction:
                 # SQLite rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, ...): nothing of
                 # this batch took effect, so no operation of it may report success.
@@ -396,6 +401,14 @@ class GroupCommitWriter:
             )
             err.__cause__ = exc
             op.resolve(False, err)
+
+
+def _break_chain(op: _Op[Any], exc: BaseException) -> None:
+    """A deferred write that failed breaks its execution's chain (telo.journal.chain): no later write of that
+    execution may commit."""
+    chain = getattr(op.fn, "chain", None)
+    if chain is not None:
+        chain.break_with(exc)
 
 
 def _settle(ops: list[_Op[Any]]) -> None:

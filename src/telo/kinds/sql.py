@@ -223,6 +223,11 @@ class Transaction(_OnConnection):
             # The journal writes into this database: open the transaction THROUGH the store, so the body's
             # journal appends join it and `writes_inside` attests the zone (spec §8.2). Nested, the store
             # makes it a SAVEPOINT of the enclosing one.
+            flush = getattr(ctx.handle, "flush", None)
+            if flush is not None:
+                # The run's deferred entries commit through the store's writer, which would wait for this
+                # transaction's write lock while the body waited for them: they go first.
+                await flush()
             manager: AbstractContextManager[Any] = store.transaction()
             journaled = True
         elif enclosing is not None:

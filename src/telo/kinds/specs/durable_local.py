@@ -29,6 +29,9 @@ WORKFLOW = KindSpec(
             "runId": _RUN_ID,  # default `<workflowName>:<uuid>`
             "onConflict": {"enum": ["attach", "reject"], "default": "attach"},
             "inputs": runtime(type="object"),  # the body's `inputs`, decided at the root key `inputs`
+            # deferred: a redriven step's entries commit behind the body (docs/guarantees.md); eager: each
+            # append is durable before the body goes on
+            "durability": {"enum": ["deferred", "eager"], "default": "deferred"},
         },
         ("journal", "steps"),
     ),
