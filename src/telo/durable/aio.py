@@ -86,21 +86,16 @@ class AsyncStore:
         admitted: AdmitResult = await self._lifecycle("admit", admission)
         return admitted
 
-    async def admit_and_claim(self, admission: Admission, holder: str, ttl_ms: int,
-                              now_ms: int) -> tuple[AdmitResult, bool]:
-        """Admit a run and claim it: on SQLite both are queued at once and share a group commit."""
-        if self._lifecycle_async is not None:
-            admitting = self._lifecycle_async("admit", admission)
-            claiming = self._lifecycle_async("claim", admission.run, holder, ttl_ms, now_ms)
-            outcome = await asyncio.gather(admitting, claiming, return_exceptions=True)
-            for failed in outcome:
-                if isinstance(failed, BaseException):
-                    raise failed
-            admitted, claimed = outcome
-            assert isinstance(admitted, AdmitResult) and isinstance(claimed, bool)
-            return admitted, claimed
-        admitted = await self.admit(admission)
-        return admitted, admitted.admitted and await self.claim(admission.run, holder, ttl_ms, now_ms)
+    def submit_admission(self, admission: Admission, holder: str, ttl_ms: int,
+                         now_ms: int) -> asyncio.Future[tuple[Any, Any]] | None:
+        """Queue a new run's admission and its claim for one group commit and return at once (None when the
+        store has no asynchronous group commit): the future settles with ``[AdmitResult | error, bool |
+        error]`` once both committed. The body's own writes, queued after them, commit after them (FIFO)."""
+        if self._lifecycle_async is None:
+            return None
+        admitting = self._lifecycle_async("admit", admission)
+        claiming = self._lifecycle_async("claim", admission.run, holder, ttl_ms, now_ms)
+        return asyncio.gather(admitting, claiming, return_exceptions=True)
 
     async def read_run(self, run: str) -> RunRecord | None:
         if self._inline_reads:

@@ -175,7 +175,7 @@ async def _execute_run(
 async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
                     holder: str, services: Services, clock: Clock, fresh: bool) -> Execution:
     """The body on its root context, then the run settled by how it ended."""
-    renewer = asyncio.create_task(_renew(store, run, holder, clock))
+    renewer = _Renewer(store, run, holder, clock)
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
     scope: dict[str, Any] = {}
@@ -216,9 +216,7 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
         log.exception("durable.body.crashed", extra={"durable.run": run})
         return await _fail(store, run, handle, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", counts())
     finally:
-        renewer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await renewer
+        await renewer.stop()
     if handle.latched is not None:
         s = handle.latched
         return await _fail(
@@ -344,13 +342,38 @@ async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, 
     return execution
 
 
-async def _renew(store: AsyncStore, run: str, holder: str, clock: Clock) -> None:
-    """Keep the claim alive while the body executes (reference §6: renew every 20 s, TTL 60 s)."""
-    while True:
-        await asyncio.sleep(RENEW_EVERY_MS / 1000)
+class _Renewer:
+    """Keeps the claim alive while the body executes (reference §6: renew every 20 s, TTL 60 s).
+
+    A timer, not a task per execution: most runs finish long before their first renewal, and a task created
+    and cancelled per run was a measurable share of a short run's cost (benchmarks/durable.py)."""
+
+    def __init__(self, store: AsyncStore, run: str, holder: str, clock: Clock) -> None:
+        self.store, self.run, self.holder, self.clock = store, run, holder, clock
+        self.loop = asyncio.get_running_loop()
+        self.renewing: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = self.loop.call_later(RENEW_EVERY_MS / 1000, self._due)
+
+    def _due(self) -> None:
+        self.timer = None
+        self.renewing = self.loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
         faults.point("before-claim-renewal")
         try:
-            if not await store.claim(run, holder, DEFAULT_TTL_MS, clock.now_ms()):
-                log.warning("durable.claim.lost", extra={"durable.run": run, "durable.holder": holder})
+            if not await self.store.claim(self.run, self.holder, DEFAULT_TTL_MS, self.clock.now_ms()):
+                log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.holder})
         except Exception:  # a transient journal error must not kill the body; the next renewal retries
-            log.warning("durable.claim.renew_failed", extra={"durable.run": run}, exc_info=True)
+            log.warning("durable.claim.renew_failed", extra={"durable.run": self.run}, exc_info=True)
+        if self.renewing is not None:  # not stopped meanwhile
+            self.timer = self.loop.call_later(RENEW_EVERY_MS / 1000, self._due)
+
+    async def stop(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        renewing, self.renewing = self.renewing, None
+        if renewing is not None:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing

@@ -48,7 +48,7 @@ RUN_CANCELLED = "ERR_DURABLE_RUN_CANCELLED"
 #   (each with its own idempotency key), besides the steps it interrupted;
 # - DEFERRED_LIMIT entries of any kind — bounds the memory a run racing ahead of a stalled disk holds.
 # On reaching either, the body waits for the oldest before going on.
-DEFERRED_STEPS = 4
+DEFERRED_STEPS = 16
 DEFERRED_LIMIT = 64
 _WAITED_KINDS = frozenset({"attempt", "retry"})
 

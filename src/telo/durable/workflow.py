@@ -105,16 +105,25 @@ class Workflow(Resource):
                                  manifest_digest=digest.value if digest else None,
                                  digest_scope=digest.scope if digest else None)
         clock = self.app.clock
-        if self.run_id_ev is None:
-            # A new id (a fresh uuid): no run to attach to, so the claim is queued with the admission and
-            # both commit together.
-            admitted, claimed = await store.admit_and_claim(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms())
-            if admitted.admitted and claimed:
-                faults.point("after-admit")
-                self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
-                return {"runId": run, "started": True, "status": "running"}
-        else:
-            admitted = await store.admit(admission)
+        queued = store.submit_admission(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms()) \
+            if self.run_id_ev is None else None
+        if queued is not None:
+            # A new id (a fresh uuid): nothing to attach to. The admission and the claim are queued for one
+            # commit, and the body starts meanwhile: every write of it queues behind them, and it waits for
+            # its writes before any effect that must not be repeated blindly — so nothing such runs before
+            # the run is durably admitted. The caller gets the run id once it is.
+            self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
+            admitted_or_error, claimed = await queued
+            if isinstance(admitted_or_error, BaseException):
+                raise admitted_or_error
+            if isinstance(claimed, BaseException):
+                raise claimed
+            if not (admitted_or_error.admitted and claimed):
+                raise TeloError("ERR_DURABLE_RUN_EXISTS", f"run {run!r}, a freshly generated id, already exists",
+                                data={"run": run})
+            faults.point("after-admit")
+            return {"runId": run, "started": True, "status": "running"}
+        admitted = await store.admit(admission)
         if not admitted.admitted:
             record = admitted.record
             if self.on_conflict == "reject":

@@ -302,7 +302,8 @@ class SqliteStore(Store):
                 raise unknown_run(run)
             return _record(conn, sql, run)
 
-        return self._lifecycle(what, op)
+        # One UPDATE (all or nothing; nothing written when it raises), then a read: no SAVEPOINT needed.
+        return self._lifecycle(what, op, isolated=False)
 
     def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None) -> RunRecord:
         """``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if

@@ -92,7 +92,7 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
     """
     sql = ops[0].sql
     if any(op.chain is not None and op.chain.broken is not None for op in ops):
-        raise _OneAtATime  # the single path refuses each of a broken chain's writes on its own
+        raise _OneAtATime  # (nothing written yet) the single path refuses a broken chain's writes one by one
     runs = sorted({op.run for op in ops})
     bases: dict[str, int] = json.loads(conn.execute(sql.seq_bases, (json.dumps(runs),)).fetchone()[0] or "{}")
     first: dict[tuple[str, str], int] = {}  # (run, path) -> index of the op that writes it
@@ -108,14 +108,29 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         e = op.entry
         params += (op.run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v)
     rows = len(params) // 8
+    chunks = _chunks(rows)
+    if len(chunks) > 1:  # several statements: undone together should one fail (the runner's contract)
+        conn.execute("SAVEPOINT grp")
     inserted = done = 0
-    for size in _chunks(rows):
-        inserted += conn.execute(sql.insert_entries(size), params[done * 8 : (done + size) * 8]).rowcount
-        done += size
+    try:
+        for size in chunks:
+            inserted += conn.execute(sql.insert_entries(size), params[done * 8 : (done + size) * 8]).rowcount
+            done += size
+    except BaseException:
+        if len(chunks) > 1 and conn.in_transaction:
+            conn.execute("ROLLBACK TO grp")
+            conn.execute("RELEASE grp")
+        raise  # one statement: all or nothing on its own
+    if len(chunks) > 1:
+        conn.execute("RELEASE grp")
     all_in = inserted == rows
     if not all_in and any(op.chain is not None for op in ops):
-        # A deferred append may have lost a race, and a later write of its chain went in with it: undo the
-        # group (the caller reruns it one at a time, where a broken chain refuses what follows).
+        # A deferred append may have lost a race, and a later write of its chain went in with it: take this
+        # group's rows out again (each is ours exactly when it holds the seq assigned to it here) and have the
+        # writer run the group one at a time, where a broken chain refuses what follows.
+        for i, op in enumerate(ops):
+            if assigned[i] is not None:
+                conn.execute(sql.unappend, (op.run, op.entry.path, assigned[i]))
         raise _OneAtATime
     results: list[tuple[bool, Any]] = []
     for i, op in enumerate(ops):
@@ -136,8 +151,11 @@ class _OneAtATime(Exception):
 
 
 def _chunks(rows: int) -> list[int]:
-    """``rows`` as a sum of powers of two up to 256, largest first: few distinct statement texts to prepare
-    and cache, and each well inside SQLite's limit on bound parameters."""
+    """``rows`` in statements of at most 256 rows (well inside SQLite's limit on bound parameters): up to 32
+    rows — a run's group commit usually — one statement of exactly that many, else powers of two, largest
+    first, so that few distinct statement texts are prepared and cached."""
+    if rows <= 32:
+        return [rows] if rows else []
     sizes = []
     size = 256
     while rows:

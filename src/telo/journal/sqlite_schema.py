@@ -112,6 +112,7 @@ class Sql:
     select_entry: str
     select_entries: str
     truncate: str
+    unappend: str  # a row a group append wrote, taken out again (telo.journal.sqlite_append)
     complete: str
     park: str
     unpark: str
@@ -184,6 +185,7 @@ class Sql:
             select_entry=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? AND path = ?",
             select_entries=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? ORDER BY seq",
             truncate=f"DELETE FROM {entries} WHERE run = ? AND seq < ?",
+            unappend=f"DELETE FROM {entries} WHERE run = ? AND path = ? AND seq = ?",
             complete=f"UPDATE {runs} SET status = ?, result = ?, result_codec_version = ?, error = ?, "
             "collapsed_regions = ?, collapse_reasons = ?, replayed_steps = ?, due_at = NULL, "
             f"{clear_park}, claim_holder = NULL, claim_until = NULL, updated_at = ? WHERE run = ?",
