@@ -23,6 +23,9 @@ with the application load reported beside it.
 Right before and after each peer, the raw rate and telo's two figures are measured again, and the peer is
 compared with their mean — the load here moves every figure by several times within minutes.
 
+The workflow runs as shipped — its idempotent steps' entries deferred (docs/guarantees.md "When entries are
+durable") — and, beside it, with ``durability: eager`` (every entry durable before the body goes on).
+
 Targets: sequential >= 10 x DBOS steps/s; 100 in flight >= 1.1 x the raw one-commit-per-step rate;
 recovery of 100 interrupted runs <= 0.5 s. The script exits 0 whatever the verdicts: it measures.
 
@@ -100,6 +103,7 @@ idempotent: true  # it is; and a run interrupted inside it is re-driven on recov
 kind: Local.Workflow
 metadata: { name: flow }
 journal: !ref runs
+durability: %(durability)s
 inputs: { start: !cel "inputs.start" }
 steps:
   - name: s0
@@ -108,7 +112,7 @@ steps:
 %(steps)s"""
 
 
-def manifest_text(journal: str) -> str:
+def manifest_text(journal: str, durability: str = "deferred") -> str:
     steps = []
     for i in range(1, STEPS):
         steps.append(textwrap.indent(textwrap.dedent(f"""\
@@ -116,13 +120,13 @@ def manifest_text(journal: str) -> str:
               invoke: !ref add
               inputs: {{ n: !cel "steps.s{i - 1}.result.n + 1", tag: !cel "'s' + string(steps.s{i - 1}.result.n)" }}
             """), "  "))
-    return MANIFEST % {"journal": json.dumps(journal), "steps": "".join(steps)}
+    return MANIFEST % {"journal": json.dumps(journal), "steps": "".join(steps), "durability": durability}
 
 
-def write_app(d: Path, journal: str) -> Path:
+def write_app(d: Path, journal: str, durability: str = "deferred") -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "benchfns.py").write_text(FUNCTIONS)
-    (d / "bench.yaml").write_text(manifest_text(journal))
+    (d / "bench.yaml").write_text(manifest_text(journal, durability))
     return d / "bench.yaml"
 
 
@@ -206,12 +210,14 @@ class TeloBench:
         await self.app.close()
 
 
-async def throughput(bench: TeloBench, raw: Any, rounds: int, runs: int, limit: int,
+async def throughput(bench: TeloBench, eager: TeloBench, raw: Any, rounds: int, runs: int, limit: int,
                      raw_rows: int) -> dict[str, Any]:
+    """``bench`` is the workflow as shipped (deferred entries), ``eager`` the same with ``durability: eager``."""
     raw.chunk(100)  # warm up caches, the WAL files, CEL programs and imports
-    await bench.sequential(20)
-    await bench.in_flight(100, limit)
-    r_raw, r_seq, r_par, batch, per_step = [], [], [], [], []
+    for b in (bench, eager):
+        await b.sequential(20)
+        await b.in_flight(100, limit)
+    r_raw, r_seq, r_par, batch, per_step, e_seq, e_par, e_per_step = [], [], [], [], [], [], [], []
     for _ in range(rounds):
         r_raw.append(raw.chunk(raw_rows))
         rate, commits = await bench.sequential(runs)
@@ -220,12 +226,21 @@ async def throughput(bench: TeloBench, raw: Any, rounds: int, runs: int, limit: 
         rate, mean_batch = await bench.in_flight(runs, limit)
         r_par.append(rate)
         batch.append(mean_batch)
+        rate, commits = await eager.sequential(runs)
+        e_seq.append(rate)
+        e_per_step.append(commits)
+        e_par.append((await eager.in_flight(runs, limit))[0])
     med = statistics.median
+
+    def ratio(xs: list[float]) -> float:
+        return float(med(x / r for x, r in zip(xs, r_raw, strict=True)))
+
     return {
         "raw": med(r_raw), "raw_range": (min(r_raw), max(r_raw)),
-        "seq": med(r_seq), "seq_ratio": med(s / r for s, r in zip(r_seq, r_raw, strict=True)),
-        "par": med(r_par), "par_ratio": med(p / r for p, r in zip(r_par, r_raw, strict=True)),
+        "seq": med(r_seq), "seq_ratio": ratio(r_seq), "par": med(r_par), "par_ratio": ratio(r_par),
         "par_batch": med(batch), "commits_per_step": med(per_step),
+        "eseq": med(e_seq), "eseq_ratio": ratio(e_seq), "epar": med(e_par), "epar_ratio": ratio(e_par),
+        "e_commits_per_step": med(e_per_step),
     }
 
 
@@ -372,9 +387,11 @@ async def measure(args: argparse.Namespace, d: Path) -> tuple[dict[str, Any], di
                                                              dict[str, dict[str, Any]]]:
     raw = load_raw_baseline()(str(d / "raw.db"))
     bench = TeloBench(write_app(d / "app", str(d / "telo.db")))
+    eager = TeloBench(write_app(d / "app-eager", str(d / "telo-eager.db"), "eager"))
     await bench.open()
+    await eager.open()
     try:
-        t = await throughput(bench, raw, args.rounds, args.runs, args.inflight, args.runs * STEPS)
+        t = await throughput(bench, eager, raw, args.rounds, args.runs, args.inflight, args.runs * STEPS)
         rec = recovery(d, args.recovery_runs)
         peers: dict[str, dict[str, Any]] = {}
         if args.peers:
@@ -387,22 +404,26 @@ async def measure(args: argparse.Namespace, d: Path) -> tuple[dict[str, Any], di
                 # The machine's load moves fsync and CPU rates by several times within minutes here, so the
                 # raw commit rate and telo's own figures are measured again right before and after each peer;
                 # a peer is compared with those (their mean), not with figures from minutes earlier.
-                beside = [await beside_figures(bench, raw, args)]
+                beside = [await beside_figures(bench, eager, raw, args)]
                 peers[name] = run_peer(py, script, extra, Path(tempfile.mkdtemp(prefix="peer-", dir=d)),
                                        args.runs, args.inflight, args.peer_timeout)
-                beside.append(await beside_figures(bench, raw, args))
+                beside.append(await beside_figures(bench, eager, raw, args))
                 for key in beside[0]:
                     peers[name][key] = (beside[0][key] + beside[1][key]) / 2
     finally:
         await bench.close()
+        await eager.close()
         raw.conn.close()
     return t, rec, peers
 
 
-async def beside_figures(bench: TeloBench, raw: Any, args: argparse.Namespace) -> dict[str, float]:
+async def beside_figures(bench: TeloBench, eager: TeloBench, raw: Any,
+                         args: argparse.Namespace) -> dict[str, float]:
     return {"raw": raw.chunk(args.runs * STEPS // 3),
             "telo_seq": (await bench.sequential(args.runs))[0],
-            "telo_par": (await bench.in_flight(args.runs, args.inflight))[0]}
+            "telo_par": (await bench.in_flight(args.runs, args.inflight))[0],
+            "telo_eseq": (await eager.sequential(args.runs))[0],
+            "telo_epar": (await eager.in_flight(args.runs, args.inflight))[0]}
 
 
 # --- report -------------------------------------------------------------------------------------------------
@@ -452,6 +473,10 @@ def main() -> int:
          fmt_ratio(dbos.get("telo_seq"), dbos_seq)),
         (f"telo {args.inflight} in flight ({args.runs} x {STEPS} steps)", fmt_rate(t["par"]),
          f"{t['par_ratio']:.2f}x", fmt_ratio(dbos.get("telo_par"), dbos_par)),
+        ("telo sequential, durability: eager", fmt_rate(t["eseq"]), f"{t['eseq_ratio']:.2f}x",
+         fmt_ratio(dbos.get("telo_eseq"), dbos_seq)),
+        (f"telo {args.inflight} in flight, durability: eager", fmt_rate(t["epar"]), f"{t['epar_ratio']:.2f}x",
+         fmt_ratio(dbos.get("telo_epar"), dbos_par)),
     ]
     for name in peers:
         p = peers[name]
@@ -475,13 +500,15 @@ def main() -> int:
     print()
     print(f"raw commits: median of {args.rounds} rounds of {args.runs * STEPS} "
           f"(range {t['raw_range'][0]:,.0f}..{t['raw_range'][1]:,.0f}/s); telo ratios: median of per-round ratios; "
-          f"telo sequential: {t['commits_per_step']:.2f} durable commits per step (a step's intent and receipt, "
-          f"plus per run admit, claim, digest, inputs, completion); in flight: mean group-commit batch "
-          f"{t['par_batch']:.1f} writes")
+          f"telo sequential: {t['commits_per_step']:.2f} durable commits per step (the steps' entries are "
+          f"deferred — idempotent steps — and commit in the writer's batches behind the body; a run waits for "
+          f"its admission and its completion), eager {t['e_commits_per_step']:.2f}; in flight: mean group-commit "
+          f"batch {t['par_batch']:.1f} writes")
     for name, p in peers.items():
         if "raw" in p:
             print(f"beside {name} (mean of right before and after it): raw commits {p['raw']:,.0f}/s, telo "
-                  f"sequential {p['telo_seq']:,.0f} and in flight {p['telo_par']:,.0f} steps/s")
+                  f"sequential {p['telo_seq']:,.0f} and in flight {p['telo_par']:,.0f} steps/s (eager: "
+                  f"{p['telo_eseq']:,.0f} and {p['telo_epar']:,.0f})")
     if dbos_seq:
         print("vs DBOS: telo's figures measured beside DBOS over DBOS's; a peer's vs raw: over the raw rate beside it")
     print(f"recovery of {args.recovery_runs} runs interrupted after step {HALF} (SIGKILL): "

@@ -1,4 +1,4 @@
-"""Deferred appends (telo.journal.chain, docs/guarantees.md "Deferred entries"): a redriven step's entries
+"""Deferred appends (telo.journal.chain, docs/guarantees.md "When entries are durable"): a redriven step's entries
 commit behind the body, the body waits at barriers, and nothing of an execution commits over a hole."""
 
 from __future__ import annotations

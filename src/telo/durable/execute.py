@@ -225,8 +225,9 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
             f"(waiting on {s.where.resource!r}): something between the park and the workflow swallowed the "
             "suspension signal, which would turn a park into a completed step", counts())
     try:
-        # a cancel that landed during the last step wins over completion
-        await handle.check_cancelled_async(now=True)
+        # a cancel seen by now wins over completion (one written by another process in the last
+        # POLL_MS is not distinguishable from one written just after the completion)
+        await handle.check_cancelled_async()
     except RunCancelled:
         return _done(run, "cancelled", handle)
     result = _result_value(scope.get("steps", {}))

@@ -93,8 +93,17 @@ class LocalRunHandle:
         self._pending: deque[tuple[int, Entry, asyncio.Future[Entry]]] = deque()
         self._appended = 0
         self._pending_steps = 0  # step entries among them
+        self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}
         self._cancel_gen = cancels.generation()
         self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
+
+    def _policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
+        """The target's unconfirmed-effect policy, asked once per target and execution."""
+        key = (target.get("kind"), target.get("name"), target.get("module")) if target is not None else None
+        policy = self._policies.get(key)
+        if policy is None:
+            policy = self._policies[key] = self.policy_for(target)
+        return policy
 
     def eager(self) -> None:
         """Wait for every append's commit before going on (the workflow's ``durability: eager``)."""
@@ -124,7 +133,7 @@ class LocalRunHandle:
         """Record ``entry`` at ``path`` and return its value as a replay would read it.
 
         Unless ``wait``, the append is DEFERRED when the store allows: queued for the group commit, which makes
-        it durable within a commit or two while the body goes on (docs/guarantees.md "Deferred receipts").
+        it durable within a commit or two while the body goes on (docs/guarantees.md "When entries are durable").
         The body waits for its pending appends at each barrier (:meth:`flush`): before an effect whose
         intent must be durable, before a park, and with the run's completion."""
         chain = self.chain
@@ -215,7 +224,7 @@ class LocalRunHandle:
             return existing.decode(self.run_id)
         await self.check_cancelled_async()
         resume: tuple[int, int | None] = (0, None)
-        policy = self.policy_for(target)
+        policy = self._policy(target)
         if self.opened and paths.inputs_path(path) in self.opened:  # an earlier execution's intent, no receipt
             state = effects.effect_state(path, self.entries, self.run_id)
             if state.unconfirmed and not policy.implicit:
@@ -312,7 +321,7 @@ class LocalRunHandle:
             decision = recorded.decode(self.run_id)
         else:
             override = current().extra(ON_UNCONFIRMED)
-            policy = self.policy_for(target)
+            policy = self._policy(target)
             mode = override or policy.mode
             if policy.lookup is not None:
                 found = await policy.lookup(key)
