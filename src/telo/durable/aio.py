@@ -44,11 +44,19 @@ class AsyncStore:
         self._status_async = getattr(store, "status_async", None)
         self._lifecycle_async = getattr(store, "lifecycle_async", None)
         self._submit_deferred = getattr(store, "submit_deferred", None)
+        self._commit_queued = getattr(store, "commit_queued", None)
 
     def chain(self, run: str) -> WriteChain | None:
         """A chain for one execution's deferred appends (telo.journal.chain), or None when this store
         cannot defer them (it has no ordered group commit): then every append is awaited."""
         return WriteChain(run) if self._submit_deferred is not None else None
+
+    def commit_queued(self) -> None:
+        """Commit the queued writes right here, on the loop's thread, if the store's writer is idle — for an
+        execution about to wait for them while no other runs in this process (the loop has nothing else to
+        do; a thread hand-off, and under the GIL the writer's wait to run at all, would only add latency)."""
+        if self._commit_queued is not None:
+            self._commit_queued()
 
     def append_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
         """Queue an append of ``chain`` for the group commit without waiting for it (call on the loop thread);

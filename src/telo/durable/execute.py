@@ -165,10 +165,12 @@ async def _execute_run(
     observer = _observer.get()
     if observer is not None:
         observer(handle)
+    LocalRunHandle.executing += 1
     try:
         return await _run_body(store, run, body, call_inputs, handle, holder=holder, services=services, clock=clock,
                                fresh=fresh)
     finally:
+        LocalRunHandle.executing -= 1
         _drain(handle)
 
 
@@ -294,8 +296,11 @@ async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome
     refused should one of them have failed."""
     if handle.chain is None or not handle.pending:
         return await store.complete(run, outcome)
+    completing = store.submit_complete(run, outcome, handle.chain)
+    if LocalRunHandle.executing == 1:
+        store.commit_queued()
     try:
-        record = await store.submit_complete(run, outcome, handle.chain)
+        record = await completing
     except ChainBroken:
         await handle.flush()  # raises what broke the chain
         raise

@@ -68,6 +68,10 @@ class RunCancelled(DurableError):
 class LocalRunHandle:
     """A :class:`telo.engine.handle.RunHandle` over a journal store, for one execution of one run."""
 
+    #: bodies executing in this process now (telo.durable.execute keeps the count): a lone one may commit
+    #: its queued writes on the loop's thread when it must wait for them
+    executing = 0
+
     def __init__(self, store: AsyncStore, state: RunState, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.run_id = state.run
         self.store = store
@@ -180,6 +184,8 @@ class LocalRunHandle:
         while pending and pending[0][0] <= upto:
             _, entry, future = pending[0]
             if not future.done():  # settled in batch order: waiting for the head waits for no later batch
+                if LocalRunHandle.executing == 1:
+                    self.store.commit_queued()
                 await asyncio.wait((future,))
                 continue  # another branch may have popped it meanwhile: look at the head again
             pending.popleft()

@@ -449,6 +449,11 @@ class SqliteStore(Store):
             done.set_exception(exc)
         return done
 
+    def commit_queued(self) -> bool:
+        """Commit the queued writes on the calling thread if the writer thread is not at it (see
+        ``GroupCommitWriter.commit_queued``); False if it is."""
+        return self._writer.commit_queued()
+
     def _append_op(self, run: str, entry: Entry) -> AppendOp:
         return AppendOp(self._sql, run, entry, self._target_json(entry.target))
 

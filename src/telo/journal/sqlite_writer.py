@@ -26,6 +26,7 @@ import os
 import queue
 import sqlite3
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -152,7 +153,8 @@ class GroupCommitWriter:
     so pays a commit and no thread hand-off: waking the writer and being woken back costs two scheduler
     wake-ups (60-90 us on a small VM, a third of a durable commit). Under load nothing changes: callers
     find a batch running or operations queued, queue theirs, and the writer thread batches them. An inline
-    caller never takes queued operations, so queued ones keep their FIFO order.
+    caller never takes queued operations; :meth:`commit_queued` takes them all, under the connection lock
+    like the writer thread, so whoever commits them does so in FIFO order.
     """
 
     def __init__(
@@ -167,7 +169,10 @@ class GroupCommitWriter:
         # Consecutive operations whose function is of this type run together through the runner.
         self._group = group
         self._conn_lock = threading.Lock()
-        self._queue: queue.SimpleQueue[_Op[Any] | object] = queue.SimpleQueue()
+        # Queued operations, taken only while holding _conn_lock: whoever commits them — the writer thread, or
+        # a caller committing what is queued on its own thread (commit_queued) — takes them in FIFO order.
+        self._items: deque[_Op[Any] | object] = deque()
+        self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()  # one put per queued item: wakes the writer
         self._lock = threading.Lock()  # makes close() idempotent
         self._closed = False  # no new operations
         self._stopped = False  # the writer thread has left its loop
@@ -203,7 +208,7 @@ class GroupCommitWriter:
     def call(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> T:
         """Run ``fn(connection)`` in a batch and return its result once the batch committed (blocking)."""
         op: _Op[T] = _Op(fn, isolated, None)
-        if self._inline and not self._busy and self._queue.empty() and self._conn_lock.acquire(blocking=False):
+        if self._inline and not self._busy and not self._items and self._conn_lock.acquire(blocking=False):
             try:
                 if self._closed:
                     raise closed_error()
@@ -225,16 +230,52 @@ class GroupCommitWriter:
         if self._closed:
             raise closed_error()
         check_process(self._generation)
-        self._queue.put(op)
+        self._items.append(op)
+        self._signal.put(None)
         if self._stopped:
             self._fail_pending(closed_error())
+
+    def commit_queued(self) -> bool:
+        """Commit what is queued now, on the calling thread, if the writer thread is not at it: for a caller
+        about to wait for those commits with nothing else to do meanwhile (a lone durable run at its
+        completion). It spares the thread hand-offs — and, under the GIL, the writer thread's wait for a
+        CPU-bound caller to let it run. False if the writer is busy (the caller then just waits)."""
+        if self._busy or self._closed or not self._items or not self._conn_lock.acquire(blocking=False):
+            return False
+        try:
+            check_process(self._generation)
+            while self._items:
+                batch, stop = self._take()
+                if stop:
+                    self._items.appendleft(_STOP)  # the writer thread stops on it, after this batch
+                if batch:
+                    self._run_batch(batch)
+                    self.stats.inline_commits += 1
+                if stop:
+                    break
+        finally:
+            self._conn_lock.release()
+        return True
+
+    def _take(self) -> tuple[list[_Op[Any]], bool]:
+        """Up to MAX_BATCH queued operations, and whether the stop marker came next (hold _conn_lock)."""
+        batch: list[_Op[Any]] = []
+        items = self._items
+        while items and len(batch) < MAX_BATCH:
+            item = items.popleft()
+            if item is _STOP:
+                return batch, True
+            assert isinstance(item, _Op)
+            batch.append(item)
+        return batch, False
 
     def close(self) -> None:
         """Stop taking operations, finish every queued one, then close the connection. Idempotent."""
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._queue.put(_STOP)
+                self._items.append(_STOP)
+                self._signal.put(None)
         if self._thread is not threading.current_thread():
             self._thread.join()
 
@@ -244,26 +285,18 @@ class GroupCommitWriter:
         try:
             stopping = False
             while not stopping:
-                batch: list[_Op[Any]] = []
-                item = self._queue.get()
-                while True:
-                    if item is _STOP:
-                        stopping = True  # what was queued after the stop is failed below
-                        break
-                    assert isinstance(item, _Op)
-                    batch.append(item)
-                    if len(batch) >= MAX_BATCH or self._queue.empty():
-                        break
-                    item = self._queue.get()
-                if batch:
-                    # Busy from the moment a batch is out of the queue: an inline caller must not take the
-                    # connection from under it (the lock is not fair; a caller appending in a loop could
-                    # win it again and again). Futures resolve under the lock: callers that come back
-                    # meanwhile see the writer busy and queue, so the next batch gathers them.
+                self._signal.get()
+                while self._items and not stopping:
+                    # Busy while it takes and commits: an inline caller must not take the connection from
+                    # under it (the lock is not fair; a caller appending in a loop could win it again and
+                    # again). Futures resolve under the lock: callers that come back meanwhile see the writer
+                    # busy and queue, so the next batch gathers them.
                     self._busy = True
                     try:
                         with self._conn_lock:
-                            self._run_batch(batch)
+                            batch, stopping = self._take()  # what was queued after a stop is failed below
+                            if batch:
+                                self._run_batch(batch)
                     finally:
                         self._busy = False
         finally:
@@ -277,8 +310,8 @@ class GroupCommitWriter:
     def _fail_pending(self, exc: BaseException) -> None:
         while True:
             try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
+                item = self._items.popleft()
+            except IndexError:
                 return
             if isinstance(item, _Op) and item.start():
                 item.resolve(False, exc)
@@ -419,7 +452,14 @@ def _settle(ops: list[_Op[Any]]) -> None:
             by_loop.setdefault(op.afuture.get_loop(), []).append(op)
     if by_loop is None:
         return
+    try:
+        here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()  # an inline commit on a loop
+    except RuntimeError:
+        here = None
     for loop, settled in by_loop.items():
+        if loop is here:
+            loop.call_soon(_settle_on_loop, settled)
+            continue
         with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
             loop.call_soon_threadsafe(_settle_on_loop, settled)
 

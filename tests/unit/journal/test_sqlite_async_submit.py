@@ -183,3 +183,27 @@ def test_lifecycle_async_serves_only_the_lifecycle_writes(store: SqliteStore) ->
         assert exc.value.code == "ERR_JOURNAL_IN_TRANSACTION"
 
     asyncio.run(main())
+
+
+def test_commit_queued_commits_on_the_calling_thread_in_fifo_order(store: SqliteStore) -> None:
+    """A lone run about to wait for its queued writes commits them itself (no hand-off to the writer)."""
+    _admit(store)
+
+    async def main() -> list[Entry]:
+        # Queued while the writer thread is held: the writer is busy, so nothing is taken from under it.
+        gate = Gate(store)
+        first = [store.submit_append_async("r1", Entry.decided(f"a{i}", "value", i)) for i in range(3)]
+        assert store.commit_queued() is False
+        await asyncio.to_thread(gate.open)
+        await asyncio.gather(*first)
+        inline = store.stats.inline_commits
+        later = [store.submit_append_async("r1", Entry.decided(f"b{i}", "value", i)) for i in range(5)]
+        assert store.commit_queued() is True  # the writer is idle: committed right here ...
+        assert store.stats.inline_commits == inline + 1
+        assert all(not f.done() for f in later)  # ... and settled on this loop's next iteration
+        return list(await asyncio.gather(*first, *later))
+
+    stored = asyncio.run(main())
+    assert [e.path for e in stored] == [f"a{i}" for i in range(3)] + [f"b{i}" for i in range(5)]
+    assert [e.seq for e in store.read_entries("r1")] == sorted(e.seq or 0 for e in stored)
+    assert store.commit_queued() is False  # nothing queued
