@@ -51,6 +51,7 @@ from telo.journal.model import (
 )
 from telo.journal.sqlite_append import AppendOp, append_group
 from telo.journal.sqlite_schema import (
+    RECORD_SELECT,
     Sql,
     check_options,
     columns_for,
@@ -293,16 +294,17 @@ class SqliteStore(Store):
 
     def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...],
                 chain: WriteChain | None = None) -> RunRecord:
-        sql = self._sql
+        returning = f"{stmt} RETURNING {RECORD_SELECT}"  # the updated record, without a read after it
 
         def op(conn: sqlite3.Connection) -> RunRecord:
             if chain is not None:
                 chain.check()  # settle nothing over a hole in the execution's deferred writes
-            if conn.execute(stmt, params).rowcount == 0:
+            row = conn.execute(returning, params).fetchone()
+            if row is None:
                 raise unknown_run(run)
-            return _record(conn, sql, run)
+            return record_from_row(row)
 
-        # One UPDATE (all or nothing; nothing written when it raises), then a read: no SAVEPOINT needed.
+        # One UPDATE, all or nothing (nothing written when it raises): no SAVEPOINT needed.
         return self._lifecycle(what, op, isolated=False)
 
     def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None) -> RunRecord:
