@@ -81,7 +81,7 @@ def test_deferred_entries_share_commits_and_all_land(sqlite_store: SqliteStore) 
     assert sqlite_store.stats.commits - commits < 2 * STEPS
 
 
-def test_a_park_policy_effect_starts_only_once_its_intent_and_all_before_it_are_durable(
+def test_a_park_policy_effect_runs_between_a_durable_intent_and_a_durable_receipt(
         sqlite_store: SqliteStore, tmp_path: Path) -> None:
     seen: dict[str, set[str]] = {}
 
@@ -89,12 +89,17 @@ def test_a_park_policy_effect_starts_only_once_its_intent_and_all_before_it_are_
         seen["charge"] = durable_paths(tmp_path / "j.db", "r")
         return "charged"
 
-    targets = [Target("prep"), Target("check"), Target("charge", fn=charge)]
+    def after(inputs: Any) -> Any:
+        seen["after"] = durable_paths(tmp_path / "j.db", "r")
+        return "done"
+
+    targets = [Target("prep"), Target("check"), Target("charge", fn=charge), Target("after", fn=after)]
     out = run(sqlite_store, "r", chain_body(targets, policies={"charge": PARK}))
     assert out.status == "completed"
     assert {"steps/prep/inputs", "steps/prep", "steps/check/inputs", "steps/check",
             "steps/charge/inputs"} <= seen["charge"]
     assert "steps/charge" not in seen["charge"]
+    assert "steps/charge" in seen["after"]  # its receipt was durable before the body went on
 
 
 def test_eager_durability_makes_each_entry_durable_before_the_body_goes_on(

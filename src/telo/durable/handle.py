@@ -238,8 +238,9 @@ class LocalRunHandle:
                 if receipt is not None:
                     return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])))
             resume = (state.next_attempt, state.due_at)
-        if self._pending and (policy.mode != effects.REDRIVE or policy.lookup is not None
-                              or current().extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE)):
+        guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
+                   or current().extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE))
+        if guarded and self._pending:
             # An effect that must not be repeated blindly: its intent (and everything before it) is durable
             # before it starts, so a crash inside it is seen as unconfirmed (event-log spec §2). A redriven
             # effect needs no such wait: a crash before its intent is durable re-executes it with the same
@@ -252,7 +253,9 @@ class LocalRunHandle:
             value = await execute()
         faults.point("after-effect-before-entry")
         self.executed_steps += 1
-        stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)))
+        # Its receipt too, for such an effect: the window in which a crash leaves it unconfirmed — for an
+        # operator or a lookup to resolve — stays one commit long, as it was before the effect began.
+        stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)), wait=guarded)
         if faults.armed("after-entry"):
             await self.flush()
         faults.point("after-entry")
