@@ -425,27 +425,20 @@ class SqliteStore(Store):
     def submit_append_async(self, run: str, entry: Entry) -> asyncio.Future[Entry]:
         """:meth:`submit_append` for a caller on an event loop (called on its thread): an asyncio future,
         settled with the rest of its group-commit batch in one loop wake-up (see ``submit_async``)."""
-        op = self._append_op(run, entry)
-        tx = self._ambient()
-        if tx is None:
-            return self._writer.submit_async(op, isolated=False)
-        done: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
-        try:
-            done.set_result(self._in_transaction(tx, op))
-        except Exception as exc:
-            done.set_exception(exc)
-        return done
+        return self._submit_async(self._append_op(run, entry))
 
     def submit_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
         """A deferred append (telo.journal.chain): queued for the group commit like
         :meth:`submit_append_async`, refused should an earlier write of ``chain`` have failed, and breaking
         ``chain`` should it fail or find another value stored at its path. Called on the loop's thread."""
-        op = AppendOp(self._sql, run, entry, self._target_json(entry.target), chain)
+        return self._submit_async(self._append_op(run, entry, chain))
+
+    def _submit_async(self, op: AppendOp) -> asyncio.Future[Entry]:
         tx = self._ambient()
         if tx is None:
             return self._writer.submit_async(op, isolated=False)
         done: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
-        try:
+        try:  # inside an ambient transaction the append runs at once
             done.set_result(self._in_transaction(tx, op))
         except Exception as exc:
             done.set_exception(exc)
@@ -456,8 +449,8 @@ class SqliteStore(Store):
         ``GroupCommitWriter.commit_queued``); False if it is."""
         return self._writer.commit_queued()
 
-    def _append_op(self, run: str, entry: Entry) -> AppendOp:
-        return AppendOp(self._sql, run, entry, self._target_json(entry.target))
+    def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None) -> AppendOp:
+        return AppendOp(self._sql, run, entry, self._target_json(entry.target), chain)
 
     def _target_json(self, target: Mapping[str, str] | None) -> str | None:
         # A run journals the same few targets over and over: encode each once.

@@ -50,7 +50,8 @@ def test_with_values_and_with_entry() -> None:
         scope.with_entry("item", "k", 1)
 
 
-def test_each_entry_is_converted_once_and_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+def count_conversions(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every value the scope converts to the CEL library's types from now on, in order."""
     calls: list[Any] = []
     real = convert_module.to_lib
 
@@ -59,6 +60,11 @@ def test_each_entry_is_converted_once_and_shared(monkeypatch: pytest.MonkeyPatch
         return real(value)
 
     monkeypatch.setattr("telo.cel.scope.to_lib", counting)
+    return calls
+
+
+def test_each_entry_is_converted_once_and_shared(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = count_conversions(monkeypatch)
     big = {"ts": Timestamp(1, 1), "n": list(range(5))}
     scope = Scope(inputs={"x": 1}).with_step_result("a", big).with_step_result("b", 2)
     program = ENV.compile("steps.a.result.ts")
@@ -135,14 +141,7 @@ def test_a_memo_shared_by_several_expressions_changes_no_result(a: Any, b: Any, 
 
 
 def test_a_memo_converts_each_read_entry_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Any] = []
-    real = convert_module.to_lib
-
-    def counting(value: Any) -> Any:
-        calls.append(value)
-        return real(value)
-
-    monkeypatch.setattr("telo.cel.scope.to_lib", counting)
+    calls = count_conversions(monkeypatch)
     plain = {"steps": {"a": {"result": 1}, "b": {"result": 2}}, "inputs": {"k": 3}}
     memo: dict[Any, Any] = {}
     assert ENV.compile("steps.a.result + 1").evaluate(plain, memo=memo) == 2
