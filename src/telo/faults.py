@@ -15,7 +15,7 @@ import threading
 
 POINTS = frozenset({
     "before-admit",  # a workflow start, before the run is admitted
-    "after-admit",  # admitted (and claimed), before the body starts
+    "after-admit",  # admitted and claimed (durable); a new run's body may have begun its redriven steps
     "after-inputs-decision",  # a step's inputs decision (its effect intent) is durable
     "inside-effect",  # a Python target reached telo.faults.point("inside-effect") while doing its work
     "before-effect",  # about to execute a step's effect

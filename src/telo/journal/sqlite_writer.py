@@ -246,8 +246,9 @@ class GroupCommitWriter:
             check_process(self._generation)
             while self._items:
                 batch, stop = self._take()
-                if stop:
-                    self._items.appendleft(_STOP)  # the writer thread stops on it, after this batch
+                if stop:  # closed meanwhile: the writer thread stops on it, after this batch
+                    self._items.appendleft(_STOP)
+                    self._signal.put(None)  # it may have looked at the queue while the marker was out of it
                 if batch:
                     self._run_batch(batch)
                     self.stats.inline_commits += 1
