@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from telo import paths
-from telo.clock import uuid4
 from telo.durable.journals import Journal, compile_time
 from telo.durable.waits import deliver
+from telo.durable.workflow import default_run_id
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, RunRecord
 from telo.runtime.contracts import SchemaValidator, schema_of
@@ -162,7 +162,7 @@ class Schedule(_Addressing):
         scope = self.call_scope(inputs)
         run_ev, after_ev = self.field("runId"), self.field("after")
         at_ev, inputs_ev = self.field("at"), self.field("inputs")
-        run = run_ev.evaluate(scope) if run_ev is not None else f"{self.name}:{uuid4()}"
+        run = run_ev.evaluate(scope) if run_ev is not None else default_run_id(self.name)
         if not isinstance(run, str) or not run:
             raise TeloError("ERR_DURABLE_RUN_ID_INVALID",
                             f"{self.kind} {self.name!r}: runId must be a non-empty string")

@@ -25,6 +25,7 @@ from telo.durable.digest import digest_of
 from telo.durable.effects import EffectPolicy
 from telo.durable.execute import Execution, WorkflowBody, execute_run
 from telo.durable.journals import Journal
+from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
 from telo.errors import TeloError
@@ -39,6 +40,17 @@ log = logging.getLogger("telo.durable")
 
 # How often a process waiting in-process for a time park re-reads the run (to notice a cancel or a resume).
 PARKED_RECHECK_MS = 500
+
+
+def default_run_id(name: str) -> str:
+    """``<name>:<uuid>`` (reference §6) — except when started by a step of a durable run: then
+    ``<name>:<parent run>/<step path>``. Should the parent crash after the start and before its step's entry is
+    durable, the redriven step starts the same id again and attaches to the run it started, rather than
+    starting a second one."""
+    ctx = current()
+    if ctx.handle is not None and ctx.run_id and ctx.path:
+        return f"{name}:{ctx.run_id}/{ctx.path}"
+    return f"{name}:{uuid4()}"
 
 
 class Workflow(Resource):
@@ -59,14 +71,14 @@ class Workflow(Resource):
             c.value(self.config["inputs"], where=f"{where}.inputs") if "inputs" in self.config else None,
             self.app.module_scope,
             self.kind,
-            self.effect_policy,
+            self.policy_of_target,
             digest_of(self.app.manifest, self.name) if self.name in self.app.manifest.resources else None,
             str(self.config.get("durability", "deferred")),
         )
         self.run_id_ev = c.value(self.config["runId"], where=f"{where}.runId") if "runId" in self.config else None
         self.on_conflict = str(self.config.get("onConflict", "attach"))
 
-    def effect_policy(self, target: Mapping[str, str] | None) -> EffectPolicy:
+    def policy_of_target(self, target: Mapping[str, str] | None) -> EffectPolicy:
         """The unconfirmed-effect policy of a step's target: the resource's own, else redrive (built-in kinds
         are pure, or journal their own effects step by step)."""
         resource = self.app.resources.get(target.get("name", "")) if target else None
@@ -89,7 +101,7 @@ class Workflow(Resource):
 
     def run_id_for(self, inputs: Any) -> str:
         if self.run_id_ev is None:
-            return f"{self.name}:{uuid4()}"
+            return default_run_id(self.name)
         run_id = self.run_id_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
         if not isinstance(run_id, str) or not run_id:
             raise TeloError("ERR_DURABLE_RUN_ID_INVALID", f"{self.run_id_ev.where}: runId must be a non-empty string, "
@@ -109,7 +121,7 @@ class Workflow(Resource):
                                  digest_scope=digest.scope if digest else None)
         clock = self.app.clock
         queued = store.submit_admission(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms()) \
-            if self.run_id_ev is None else None
+            if self.run_id_ev is None and current().handle is None else None
         if queued is not None:
             # A new id (a fresh uuid): nothing to attach to. The admission and the claim are queued for one
             # commit, and the body starts meanwhile: every write of it queues behind them, and it waits for
