@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.process import telo
 
 MANIFEST = """\
 kind: Telo.Application
@@ -45,11 +45,6 @@ steps:
   - { name: spawn, invoke: !ref child, inputs: {} }
   - { name: wait, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
 """
-
-
-def telo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "telo", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
 
 
 def child_runs(db: Path) -> list[str]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from telo.durable.digest import digest_of
 from telo.manifest import load_manifest
+from tests.process import telo
 
 MANIFEST = """\
 kind: Telo.Application
@@ -53,11 +52,6 @@ steps:
     invoke: !ref greet
     inputs: { who: !cel "steps.wait.result.by" }
 """
-
-
-def telo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "telo", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
 
 
 def status(cwd: Path, run: str) -> dict[str, object]:

@@ -3,10 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 from telo.journal.model import Admission, Entry, Parked
 from telo.journal.store import Store
 
@@ -50,11 +46,6 @@ steps:
 """
 
 GREET = {"kind": "Run.Value", "name": "greet"}
-
-
-def telo(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "telo", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def parked_run(store: Store, run: str, token: str, *, workflow: str = "flow") -> None:

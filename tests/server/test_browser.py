@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.support import MANIFEST, telo
+from tests.process import telo
+from tests.server.support import MANIFEST
 
 CHROMIUM = "/usr/bin/chromium"
 ON_CI = os.environ.get("CI") == "true"

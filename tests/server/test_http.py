@@ -20,7 +20,8 @@ from telo.journal.model import Admission, Entry, Outcome, Parked
 from telo.journal.sqlite import SqliteStore
 from telo.server.app import create_app, run_url
 from telo.server.security import check_bind, is_loopback
-from tests.server.support import GREET, parked_run, telo
+from tests.process import telo
+from tests.server.support import GREET, parked_run
 
 BASE = "http://127.0.0.1:8765"
 ORIGIN = {"origin": BASE}

@@ -297,8 +297,7 @@ async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome
     if handle.chain is None or not handle.pending:
         return await store.complete(run, outcome)
     completing = store.submit_complete(run, outcome, handle.chain)
-    if LocalRunHandle.executing == 1:
-        store.commit_queued()
+    handle.commit_if_alone()
     try:
         record = await completing
     except ChainBroken:

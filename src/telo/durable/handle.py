@@ -184,14 +184,19 @@ class LocalRunHandle:
         while pending and pending[0][0] <= upto:
             _, entry, future = pending[0]
             if not future.done():  # settled in batch order: waiting for the head waits for no later batch
-                if LocalRunHandle.executing == 1:
-                    self.store.commit_queued()
+                self.commit_if_alone()
                 await asyncio.wait((future,))
                 continue  # another branch may have popped it meanwhile: look at the head again
             pending.popleft()
             if entry.kind == "step":
                 self._pending_steps -= 1
             self._settled(entry, future)
+
+    def commit_if_alone(self) -> None:
+        """About to wait for queued writes: when no other body executes in this process, commit them on the
+        loop's thread (the loop has nothing else to run; the writer thread would wait for the GIL)."""
+        if LocalRunHandle.executing == 1:
+            self.store.commit_queued()
 
     async def flush(self) -> None:
         """A barrier: return once every pending append is durable; raise the first that failed, or

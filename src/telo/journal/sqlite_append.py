@@ -147,7 +147,8 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
 
 
 class _OneAtATime(Exception):
-    """Raised by :func:`append_group` to have the writer undo the group and run its appends one by one."""
+    """Raised by :func:`append_group`, with nothing of the group left written, to have the writer run its
+    appends one by one."""
 
 
 def _chunks(rows: int) -> list[int]:
