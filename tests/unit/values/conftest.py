@@ -34,6 +34,10 @@ VECTORS_PATH = REPO_ROOT.parent / "shared" / "conformance" / "typed-frame-vector
 
 @functools.cache
 def vectors() -> dict[str, Any]:
+    if not VECTORS_PATH.is_file():
+        raise FileNotFoundError(
+            f"the spec's typed-frame conformance vectors are not at {VECTORS_PATH}: the tests read them from the "
+            "shared/ directory beside this checkout (<dir>/shared and <dir>/<checkout>, as CI lays them out)")
     with VECTORS_PATH.open(encoding="utf-8") as f:
         data: dict[str, Any] = json.load(f)
     return data

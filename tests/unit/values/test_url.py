@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from telo.values.url import QueryMap, Url
+
+from .conftest import VECTORS_PATH, vectors
 
 VECTOR_MEMBERS: dict[str, Any] = {
     "scheme": "postgres",
@@ -22,7 +23,6 @@ VECTOR_MEMBERS: dict[str, Any] = {
     "query": {"sslmode": "require"},
 }
 VECTOR_TEXT = "postgres://app:p%40ss%2Fw%3Ard@db.internal:5432/orders?sslmode=require"
-_VECTORS_FILE = Path(__file__).resolve().parents[4] / "shared" / "conformance" / "typed-frame-vectors.json"
 
 
 # --- the §6.6 rows -----------------------------------------------------------------------------------------
@@ -54,15 +54,14 @@ def test_fragment_does_not_read(reader: Any) -> None:
         reader("postgres://db#")
 
 
-@pytest.mark.skipif(not _VECTORS_FILE.exists(), reason="shared conformance vectors not beside the repo")
+@pytest.mark.skipif(not VECTORS_PATH.exists(), reason="shared conformance vectors not beside the repo")
 def test_shared_vector_file_url_rows() -> None:
-    vectors = json.loads(_VECTORS_FILE.read_text("utf-8"))
-    (row,) = [r for r in vectors["encodable"] if r["name"] == "url"]
+    (row,) = [r for r in vectors()["encodable"] if r["name"] == "url"]
     frame = json.loads(row["frame"])
     assert Url(**row["value"]["url"]).to_text() == frame["value"]
     assert Url.from_canonical_text(frame["value"]).to_members() == row["value"]["url"]
     for name in ("url not canonical", "url that does not read"):
-        (bad,) = [r for r in vectors["undecodable"] if r["name"] == name]
+        (bad,) = [r for r in vectors()["undecodable"] if r["name"] == name]
         with pytest.raises(ValueError):
             Url.from_canonical_text(json.loads(bad["frame"])["value"])
 
