@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from telo.journal.chain import WriteChain
-from telo.journal.model import Admission, AdmitResult, Entry, Outcome, Parked, RunRecord
+from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
 from telo.journal.store import Store
 
 T = TypeVar("T")
@@ -95,15 +95,15 @@ class AsyncStore:
         return admitted
 
     def submit_admission(self, admission: Admission, holder: str, ttl_ms: int,
-                         now_ms: int) -> asyncio.Future[tuple[Any, Any]] | None:
-        """Queue a new run's admission and its claim for one group commit and return at once (None when the
-        store has no asynchronous group commit): the future settles with ``[AdmitResult | error, bool |
-        error]`` once both committed. The body's own writes, queued after them, commit after them (FIFO)."""
+                         now_ms: int) -> asyncio.Future[AdmitResult] | None:
+        """Queue a new run's admission, claimed by ``holder``, for the group commit and return at once (None
+        when the store has no asynchronous group commit): the future settles once it committed — admitted
+        means claimed. The body's own writes, queued after it, commit after it (FIFO per run)."""
         if self._lifecycle_async is None:
             return None
-        admitting = self._lifecycle_async("admit", admission)
-        claiming = self._lifecycle_async("claim", admission.run, holder, ttl_ms, now_ms)
-        return asyncio.gather(admitting, claiming, return_exceptions=True)
+        admitting: asyncio.Future[AdmitResult] = self._lifecycle_async(
+            "admit", admission, claim=Claim(holder, now_ms + ttl_ms))
+        return admitting
 
     async def read_run(self, run: str) -> RunRecord | None:
         if self._inline_reads:

@@ -43,13 +43,15 @@ PARKED_RECHECK_MS = 500
 
 
 def default_run_id(name: str) -> str:
-    """``<name>:<uuid>`` (reference §6), a UUIDv7 — except when started by a step of a durable run: then
-    ``<name>:<parent run>/<step path>``. Why v7 (time-ordered): the journal's indexes are keyed by run id, and
-    random ids scatter every new run's rows over the whole index, so each commit writes (and first reads)
-    pages all over a grown journal; time-ordered ids keep a commit's writes on the indexes' last pages
-    (benchmarks/durable.py: ~10 % sequential, ~20 % with 100 in flight on a 30 MB journal). Should the parent crash after the start and before its step's entry is
-    durable, the redriven step starts the same id again and attaches to the run it started, rather than
-    starting a second one."""
+    """``<name>:<uuid>`` (reference §6), the uuid a time-ordered UUIDv7 — except when started by a step of a
+    durable run: then ``<name>:<parent run>/<step path>``, so that should the parent crash after the start and
+    before its step's entry is durable, the redriven step starts the same id again and attaches to the run it
+    started rather than starting a second one.
+
+    Why v7: the journal's indexes are keyed by run id, and random ids scatter each new run's rows over the
+    whole index, so every commit writes (and first reads) pages all over a grown journal; time-ordered ids
+    keep a commit's writes on the indexes' last pages (benchmarks/durable.py: ~10 % faster sequentially, ~20 %
+    with 100 runs in flight on a 30 MB journal)."""
     ctx = current()
     if ctx.handle is not None and ctx.run_id and ctx.path:
         return f"{name}:{ctx.run_id}/{ctx.path}"
@@ -126,17 +128,12 @@ class Workflow(Resource):
         queued = store.submit_admission(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms()) \
             if self.run_id_ev is None and current().handle is None else None
         if queued is not None:
-            # A new id (a fresh uuid): nothing to attach to. The admission and the claim are queued for one
-            # commit, and the body starts meanwhile: every write of it queues behind them, and it waits for
+            # A new id (a fresh uuid): nothing to attach to. The admission, with the claim, is queued for the
+            # group commit, and the body starts meanwhile: every write of it queues behind it, and it waits for
             # its writes before any effect that must not be repeated blindly — so nothing such runs before
             # the run is durably admitted. The caller gets the run id once it is.
             self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
-            admitted_or_error, claimed = await queued
-            if isinstance(admitted_or_error, BaseException):
-                raise admitted_or_error
-            if isinstance(claimed, BaseException):
-                raise claimed
-            if not (admitted_or_error.admitted and claimed):
+            if not (await queued).admitted:
                 raise TeloError("ERR_DURABLE_RUN_EXISTS", f"run {run!r}, a freshly generated id, already exists",
                                 data={"run": run})
             faults.point("after-admit")

@@ -42,6 +42,7 @@ from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
     AdmitResult,
+    Claim,
     Entry,
     Outcome,
     Parked,
@@ -50,6 +51,7 @@ from telo.journal.model import (
     RunRecord,
 )
 from telo.journal.sqlite_append import AppendOp, append_group
+from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
 from telo.journal.sqlite_schema import (
     RECORD_SELECT,
     Sql,
@@ -109,8 +111,10 @@ class SqliteStore(Store):
         except BaseException:
             conn.close()
             raise
+        # The order groups run in within a batch: a run's admission, its entries, then its completion.
         self._writer = GroupCommitWriter(
-            conn, f"telo-sqlite-writer:{os.path.basename(self.path)}", group=(AppendOp, append_group)
+            conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
+            groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group)),
         )
         self._targets: dict[tuple[tuple[str, str], ...], str] = {}
         # status_async: per event loop, the runs whose status was asked for in this loop iteration
@@ -217,18 +221,10 @@ class SqliteStore(Store):
 
     # --- runs ----------------------------------------------------------------------------------------------
 
-    def admit(self, admission: Admission) -> AdmitResult:
-        sql, now = self._sql, self._clock.now_ms()
-        a = admission
-        record = a.record(now)
-        params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
-                  a.digest_scope, now, now)
-
-        def op(conn: sqlite3.Connection) -> AdmitResult:
-            if conn.execute(sql.admit, params).rowcount == 1:
-                return AdmitResult(True, record)
-            return AdmitResult(False, _record(conn, sql, a.run))
-
+    def admit(self, admission: Admission, *, claim: Claim | None = None) -> AdmitResult:
+        """``claim``: the new run's first claim, written with its row (a run started by this process is
+        executed by it; SQLite only). A run that already exists keeps its claim, whatever it is."""
+        op = AdmitOp(self._sql, admission, self._clock.now_ms(), claim)
         return self._lifecycle("admit", op, isolated=False)  # one INSERT OR IGNORE, then a read
 
     def read_run(self, run: str) -> RunRecord | None:
@@ -313,7 +309,7 @@ class SqliteStore(Store):
         o = outcome
         params = (o.status, o.result, o.result_v, error_json(o.error), o.collapsed_regions,
                   reasons_json(o.collapse_reasons), o.replayed_steps, self._clock.now_ms(), run)
-        record = self._update("complete", run, self._sql.complete, params, chain)
+        record: RunRecord = self._lifecycle("complete", CompleteOp(self._sql, run, params, chain), isolated=False)
         if o.status == "cancelled":
             cancels.notice(record)
         return record
@@ -529,13 +525,6 @@ class SqliteStore(Store):
 
     def _transaction_open(self, tx: StoreTransaction) -> bool:
         return isinstance(tx, SqliteTransaction) and tx.store is self and tx.open
-
-
-def _record(conn: sqlite3.Connection, sql: Sql, run: str) -> RunRecord:
-    row = conn.execute(sql.select_run, (run,)).fetchone()
-    if row is None:
-        raise unknown_run(run)
-    return record_from_row(row)
 
 
 def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:

@@ -18,8 +18,8 @@ The group keeps every single-append rule:
 - **one entry per path within the batch**: a repeated (run, path) is sent once; the repeats get the stored
   entry of the first;
 - **unknown run**: a run without a base is left to the single path, which raises for it alone;
-- **isolation**: should anything fail, the caller rolls the group back to a savepoint and runs it one
-  append at a time.
+- **isolation**: should anything fail, nothing of the group stays written (:mod:`telo.journal.sqlite_group`)
+  and the writer runs it one append at a time.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
 from telo.journal.chain import WriteChain, lost_race
 from telo.journal.memory import unknown_run
 from telo.journal.model import Entry
+from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
 from telo.journal.sqlite_schema import Sql, entry_from_row
 
 
@@ -92,7 +93,7 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
     """
     sql = ops[0].sql
     if any(op.chain is not None and op.chain.broken is not None for op in ops):
-        raise _OneAtATime  # (nothing written yet) the single path refuses a broken chain's writes one by one
+        raise OneAtATime  # (nothing written yet) the single path refuses a broken chain's writes one by one
     runs = sorted({op.run for op in ops})
     bases: dict[str, int] = json.loads(conn.execute(sql.seq_bases, (json.dumps(runs),)).fetchone()[0] or "{}")
     first: dict[tuple[str, str], int] = {}  # (run, path) -> index of the op that writes it
@@ -108,21 +109,13 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         e = op.entry
         params += (op.run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v)
     rows = len(params) // 8
-    chunks = _chunks(rows)
-    if len(chunks) > 1:  # several statements: undone together should one fail (the runner's contract)
-        conn.execute("SAVEPOINT grp")
-    inserted = done = 0
-    try:
-        for size in chunks:
-            inserted += conn.execute(sql.insert_entries(size), params[done * 8 : (done + size) * 8]).rowcount
-            done += size
-    except BaseException:
-        if len(chunks) > 1 and conn.in_transaction:
-            conn.execute("ROLLBACK TO grp")
-            conn.execute("RELEASE grp")
-        raise  # one statement: all or nothing on its own
-    if len(chunks) > 1:
-        conn.execute("RELEASE grp")
+    done = 0
+    statements: list[tuple[str, list[Any]]] = []
+    for size in chunks(rows):
+        statements.append((sql.insert_entries(size), params[done * 8 : (done + size) * 8]))
+        done += size
+    counts: list[int] = all_or_nothing(conn, statements, _rowcount)
+    inserted = sum(counts)
     all_in = inserted == rows
     if not all_in and any(op.chain is not None for op in ops):
         # A deferred append may have lost a race, and a later write of its chain went in with it: take this
@@ -131,7 +124,7 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         for i, op in enumerate(ops):
             if assigned[i] is not None:
                 conn.execute(sql.unappend, (op.run, op.entry.path, assigned[i]))
-        raise _OneAtATime
+        raise OneAtATime
     results: list[tuple[bool, Any]] = []
     for i, op in enumerate(ops):
         mine = assigned[i]
@@ -146,22 +139,5 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
     return results
 
 
-class _OneAtATime(Exception):
-    """Raised by :func:`append_group`, with nothing of the group left written, to have the writer run its
-    appends one by one."""
-
-
-def _chunks(rows: int) -> list[int]:
-    """``rows`` in statements of at most 256 rows (well inside SQLite's limit on bound parameters): up to 32
-    rows — a run's group commit usually — one statement of exactly that many, else powers of two, largest
-    first, so that few distinct statement texts are prepared and cached."""
-    if rows <= 32:
-        return [rows] if rows else []
-    sizes = []
-    size = 256
-    while rows:
-        while rows >= size:
-            sizes.append(size)
-            rows -= size
-        size //= 2
-    return sizes
+def _rowcount(cursor: sqlite3.Cursor) -> int:
+    return cursor.rowcount

@@ -87,6 +87,15 @@ ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target,
 
 
 _MULTI_INSERT: dict[tuple[str, int], str] = {}
+_MULTI_ADMIT: dict[tuple[str, int], str] = {}
+_MULTI_COMPLETE: dict[tuple[str, int], str] = {}
+
+# An admission's row: 12 parameters (the last two its first claim, NULL for none) and epoch 0.
+_ADMIT_COLUMNS: Final = ("run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
+                         "digest_scope, created_at, updated_at, claim_holder, claim_until, epoch")
+_ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
+_CLEAR_PARK: Final = ("parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, "
+                      "parked_reason = NULL")
 
 
 def json_text(value: Any) -> str:
@@ -113,7 +122,7 @@ class Sql:
     select_entries: str
     truncate: str
     unappend: str  # a row a group append wrote, taken out again (telo.journal.sqlite_append)
-    complete: str
+    complete_returning: str
     park: str
     unpark: str
     claim: str
@@ -148,8 +157,7 @@ class Sql:
             # telo extension: the listing order (paging.py), on the very expression list_runs sorts by.
             f"CREATE INDEX IF NOT EXISTS {prefix}_runs_created_idx ON {runs} (ifnull(created_at, 0), run)",
         )
-        clear_park = "parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, " \
-            "parked_reason = NULL"
+        clear_park = _CLEAR_PARK
         # reference §7 dueRuns, with the claim condition split out: due_free takes unclaimed and lapsed
         # runs; due_claimed lists live-by-time claims so the caller can keep those whose holder is dead.
         due_where = (
@@ -162,9 +170,7 @@ class Sql:
             entries=entries,
             index_names=tuple(f"{prefix}_runs_{n}_idx" for n in ("entries_seq", "parked_token", "due", "created")),
             ddl=ddl,
-            admit=f"INSERT OR IGNORE INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, "
-            "manifest_digest, digest_scope, created_at, updated_at, epoch) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            admit=f"INSERT OR IGNORE INTO {runs} ({_ADMIT_COLUMNS}) VALUES ({_ADMIT_VALUES})",
             select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",
             # ?1 run, ?2 path, ?3 kind, ?4 decision, ?5 target, ?6 value, ?7 codec version
             append=f"INSERT OR IGNORE INTO {entries} "
@@ -186,9 +192,10 @@ class Sql:
             select_entries=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? ORDER BY seq",
             truncate=f"DELETE FROM {entries} WHERE run = ? AND seq < ?",
             unappend=f"DELETE FROM {entries} WHERE run = ? AND path = ? AND seq = ?",
-            complete=f"UPDATE {runs} SET status = ?, result = ?, result_codec_version = ?, error = ?, "
+            complete_returning=f"UPDATE {runs} SET status = ?, result = ?, result_codec_version = ?, error = ?, "
             "collapsed_regions = ?, collapse_reasons = ?, replayed_steps = ?, due_at = NULL, "
-            f"{clear_park}, claim_holder = NULL, claim_until = NULL, updated_at = ? WHERE run = ?",
+            f"{clear_park}, claim_holder = NULL, claim_until = NULL, updated_at = ? WHERE run = ? "
+            f"RETURNING {RECORD_SELECT}",
             park=f"UPDATE {runs} SET status = 'parked', parked_path = ?, parked_resource = ?, parked_token = ?, "
             "parked_at = ?, parked_reason = ?, due_at = ?, claim_holder = NULL, claim_until = NULL, "
             "updated_at = ? WHERE run = ?",
@@ -221,6 +228,31 @@ class Sql:
             text = _MULTI_INSERT[(self.entries, rows)] = (
                 f"INSERT OR IGNORE INTO {self.entries} "
                 f"(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES {values}"
+            )
+        return text
+
+    def admit_many(self, rows: int) -> str:
+        """``INSERT OR IGNORE`` of ``rows`` admissions (12 parameters each), returning the runs inserted."""
+        text = _MULTI_ADMIT.get((self.runs, rows))
+        if text is None:
+            values = ", ".join([f"({_ADMIT_VALUES})"] * rows)
+            text = _MULTI_ADMIT[(self.runs, rows)] = (
+                f"INSERT OR IGNORE INTO {self.runs} ({_ADMIT_COLUMNS}) VALUES {values} RETURNING run"
+            )
+        return text
+
+    def complete_many(self, rows: int) -> str:
+        """``complete`` of ``rows`` runs at once, 9 parameters each — run, status, result, its codec version,
+        error, collapsed regions, collapse reasons, replayed steps, updated_at — returning their records."""
+        text = _MULTI_COMPLETE.get((self.runs, rows))
+        if text is None:
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+            text = _MULTI_COMPLETE[(self.runs, rows)] = (
+                f"UPDATE {self.runs} SET status = v.column2, result = v.column3, result_codec_version = v.column4, "
+                "error = v.column5, collapsed_regions = v.column6, collapse_reasons = v.column7, "
+                f"replayed_steps = v.column8, due_at = NULL, {_CLEAR_PARK}, claim_holder = NULL, "
+                f"claim_until = NULL, updated_at = v.column9 FROM (VALUES {values}) AS v "
+                f"WHERE {self.runs}.run = v.column1 RETURNING {RECORD_SELECT}"
             )
         return text
 

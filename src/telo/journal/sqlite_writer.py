@@ -27,7 +27,7 @@ import queue
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
@@ -163,11 +163,12 @@ class GroupCommitWriter:
         name: str,
         *,
         inline_when_idle: bool = True,
-        group: tuple[type, GroupRunner] | None = None,
+        groups: Sequence[tuple[type, GroupRunner]] = (),
     ) -> None:
         self._conn = conn
-        # Consecutive operations whose function is of this type run together through the runner.
-        self._group = group
+        # Operations whose function is of one of these types (each with a ``run`` attribute) run together
+        # through its runner; see _plan.
+        self._groups: dict[type, GroupRunner] = dict(groups)
         self._conn_lock = threading.Lock()
         # Queued operations, taken only while holding _conn_lock: whoever commits them — the writer thread, or
         # a caller committing what is queued on its own thread (commit_queued) — takes them in FIFO order.
@@ -344,27 +345,20 @@ class GroupCommitWriter:
         except sqlite3.Error as exc:
             self._fail_batch(live, exc)
             return
-        outcomes: list[tuple[bool, Any]] = []
-        kind = self._group[0] if self._group is not None else None
-        i = 0
-        while i < len(live):
-            j = i + 1
-            if kind is not None and type(live[i].fn) is kind:
-                while j < len(live) and type(live[j].fn) is kind:
-                    j += 1
-            if j - i > 1:
-                outcomes += self._run_group(live[i:j])
-            else:
-                outcomes.append(self._run_one(live[i]))
-            for k in range(i, j):
-                if not outcomes[k][0]:
-                    _break_chain(live[k], outcomes[k][1])  # before a later write of its chain runs
+        outcomes: list[tuple[bool, Any]] = [(False, None)] * len(live)
+        for positions, runner in self._plan(live):
+            ops = [live[k] for k in positions]
+            results = self._run_group(ops, runner) if runner is not None and len(ops) > 1 \
+                else [self._run_one(op) for op in ops]
+            for k, result in zip(positions, results, strict=True):
+                outcomes[k] = result
+                if not result[0]:
+                    _break_chain(live[k], result[1])  # before a later write of its chain runs
             if not conn.in_transaction:
                 # SQLite rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, ...): nothing of
                 # this batch took effect, so no operation of it may report success.
-                self._fail_batch(live, _lost(outcomes))
+                self._fail_batch(live, _lost([r for r in outcomes if r[1] is not None]))
                 return
-            i = j
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -384,6 +378,47 @@ class GroupCommitWriter:
                 stats.failed_ops += 1
             op.resolve(ok, value)
 
+    def _plan(self, live: list[_Op[Any]]) -> list[tuple[list[int], GroupRunner | None]]:
+        """The order a batch's operations run in: (positions in ``live``, the runner of their group or None).
+
+        Why: a statement costs the writer a GIL hand-off (it drops the GIL inside SQLite and must win it back
+        from a loop running run bodies), so a hundred runs' admissions, entries and completions should be a
+        handful of statements, not a few hundred. A groupable operation concerns one run only, so operations
+        of DIFFERENT runs commute; only each run's own order matters (admission before its entries before
+        its completion, and a broken write chain refusing what follows). So between two operations that are
+        not groupable (kept in place, as barriers), each run's operations queue up in batch order, and rounds
+        take, kind after kind, the operations at the head of every run's queue.
+        """
+        groups = self._groups
+        plan: list[tuple[list[int], GroupRunner | None]] = []
+        queues: dict[Any, deque[int]] = {}
+
+        def drain() -> None:
+            while queues:
+                for kind, runner in groups.items():
+                    picked: list[int] = []
+                    for run in list(queues):
+                        q = queues[run]
+                        while q and type(live[q[0]].fn) is kind:
+                            picked.append(q.popleft())
+                        if not q:
+                            del queues[run]
+                    if picked:
+                        plan.append((picked, runner))
+
+        for position, op in enumerate(live):
+            if type(op.fn) in groups:
+                run = op.fn.run  # type: ignore[attr-defined]  # every groupable operation names its run
+                queue_ = queues.get(run)
+                if queue_ is None:
+                    queue_ = queues[run] = deque()
+                queue_.append(position)
+            else:
+                drain()
+                plan.append(([position], None))
+        drain()
+        return plan
+
     def _run_one(self, op: _Op[Any]) -> tuple[bool, Any]:
         conn = self._conn
         try:
@@ -402,13 +437,12 @@ class GroupCommitWriter:
         except Exception as exc:
             return False, exc
 
-    def _run_group(self, ops: list[_Op[Any]]) -> list[tuple[bool, Any]]:
+    def _run_group(self, ops: list[_Op[Any]], runner: GroupRunner) -> list[tuple[bool, Any]]:
         """The group runner leaves nothing of the group written when it raises (its contract: a SAVEPOINT
         per group cost two more statements — two GIL hand-offs — in every batch, for a failure that is rare)."""
-        assert self._group is not None
         conn = self._conn
         try:
-            results = self._group[1](conn, [op.fn for op in ops])
+            results = runner(conn, [op.fn for op in ops])
         except Exception as exc:
             if not conn.in_transaction:
                 return [(False, exc)] * len(ops)  # the batch is lost; _execute fails it

@@ -1,0 +1,136 @@
+"""Admissions and completions as group-commit operations of the SQLite journal (reference §7 admit/complete).
+
+Like an append (:mod:`telo.journal.sqlite_append`), each is callable alone — one statement — and groupable: a
+batch's admissions become one multi-row ``INSERT OR IGNORE … RETURNING run``, its completions one
+``UPDATE … FROM (VALUES …) RETURNING …``. With a hundred runs in flight a batch holds a hundred of each; as
+single statements every one of them cost the writer thread a GIL hand-off against the loop running the runs'
+bodies (benchmarks/durable.py).
+
+An admission may carry its run's first claim (``submit_admission``: a freshly started run is claimed by the
+process starting it): the row is inserted claimed, rather than inserted and then updated.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from telo.journal.chain import WriteChain
+from telo.journal.memory import unknown_run
+from telo.journal.model import Admission, AdmitResult, Claim, RunRecord
+from telo.journal.sqlite_group import OneAtATime, all_or_nothing, parts
+from telo.journal.sqlite_schema import Sql, record_from_row
+
+
+class AdmitOp:
+    """``admit`` as a writer operation (first admission wins; a repeated one gets the stored record)."""
+
+    __slots__ = ("params", "record", "run", "sql")
+
+    def __init__(self, sql: Sql, admission: Admission, now_ms: int, claim: Claim | None = None) -> None:
+        a = admission
+        self.sql = sql
+        self.run = a.run
+        self.params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
+                       a.digest_scope, now_ms, now_ms, claim.holder if claim else None,
+                       claim.until if claim else None)
+        record = a.record(now_ms)
+        self.record = replace(record, claim=claim) if claim is not None else record
+
+    def __call__(self, conn: sqlite3.Connection) -> AdmitResult:
+        if conn.execute(self.sql.admit, self.params).rowcount == 1:
+            return AdmitResult(True, self.record)
+        return self.existing(conn)
+
+    def existing(self, conn: sqlite3.Connection) -> AdmitResult:
+        return AdmitResult(False, read_record(conn, self.sql, self.run))
+
+
+class CompleteOp:
+    """``complete`` as a writer operation: the run's final status, result and error, its claim released.
+
+    ``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if every one
+    of them did."""
+
+    __slots__ = ("chain", "params", "run", "sql")
+
+    def __init__(self, sql: Sql, run: str, params: tuple[Any, ...], chain: WriteChain | None) -> None:
+        self.sql = sql
+        self.run = run
+        self.params = params  # the single statement's order: (status, …, updated_at, run)
+        self.chain = chain
+
+    def __call__(self, conn: sqlite3.Connection) -> RunRecord:
+        if self.chain is not None:
+            self.chain.check()  # settle nothing over a hole in the execution's deferred writes
+        row = conn.execute(self.sql.complete_returning, self.params).fetchone()
+        if row is None:
+            raise unknown_run(self.run)
+        return record_from_row(row)
+
+
+def read_record(conn: sqlite3.Connection, sql: Sql, run: str) -> RunRecord:
+    row = conn.execute(sql.select_run, (run,)).fetchone()
+    if row is None:
+        raise unknown_run(run)
+    return record_from_row(row)
+
+
+def admit_group(conn: sqlite3.Connection, ops: list[AdmitOp]) -> list[tuple[bool, Any]]:
+    """A batch's admissions in few statements (:func:`~telo.journal.sqlite_group.chunks`); (ok, AdmitResult)
+    per op."""
+    _distinct_runs(ops)
+    sql = ops[0].sql
+    inserted: set[str] = set()
+    for rows in all_or_nothing(conn, [(sql.admit_many(len(part)), [p for op in part for p in op.params])
+                                      for part in parts(ops)], lambda cur: cur.fetchall()):
+        inserted.update(row[0] for row in rows)
+    results: list[tuple[bool, Any]] = []
+    for op in ops:
+        if op.run in inserted:
+            results.append((True, AdmitResult(True, op.record)))
+            continue
+        try:
+            results.append((True, op.existing(conn)))
+        except Exception as exc:
+            results.append((False, exc))
+    return results
+
+
+def complete_group(conn: sqlite3.Connection, ops: list[CompleteOp]) -> list[tuple[bool, Any]]:
+    """A batch's completions in few statements (:func:`~telo.journal.sqlite_group.chunks`); (ok, RunRecord or
+    error) per op. A completion whose chain is broken is refused without being written, as alone."""
+    _distinct_runs(ops)
+    results: list[tuple[bool, Any] | None] = [None] * len(ops)
+    todo: list[CompleteOp] = []
+    for i, op in enumerate(ops):
+        try:
+            if op.chain is not None:
+                op.chain.check()
+            todo.append(op)
+        except Exception as exc:
+            results[i] = (False, exc)
+    found: dict[str, RunRecord] = {}
+    if todo:
+        sql = todo[0].sql
+        statements = [(sql.complete_many(len(part)), [p for op in part for p in (op.params[-1], *op.params[:-1])])
+                      for part in parts(todo)]
+        for rows in all_or_nothing(conn, statements, lambda cur: cur.fetchall()):
+            for row in rows:
+                record = record_from_row(row)
+                found[record.run] = record
+    out: list[tuple[bool, Any]] = []
+    for op, result in zip(ops, results, strict=True):
+        if result is None:
+            stored = found.get(op.run)
+            result = (True, stored) if stored is not None else (False, unknown_run(op.run))
+        out.append(result)
+    return out
+
+
+def _distinct_runs(ops: Sequence[AdmitOp | CompleteOp]) -> None:
+    # One row per run per statement: a run twice in one group (rare) runs one at a time, in order.
+    if len({op.run for op in ops}) != len(ops):
+        raise OneAtATime
