@@ -38,6 +38,7 @@ from telo.journal.claims import DEFAULT_TTL_MS
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import Entry, Parked
 from telo.targets import targets_match
+from telo.values.replica import UNSUPPORTED, replica
 
 log = logging.getLogger("telo.durable")
 
@@ -133,8 +134,9 @@ class LocalRunHandle:
     def _storage(self, path: str) -> str:
         return storage_path(self.epoch, path)
 
-    async def _append(self, path: str, entry: Entry, *, wait: bool = False) -> Any:
-        """Record ``entry`` at ``path`` and return its value as a replay would read it.
+    async def _append(self, path: str, entry: Entry, value: Any, *, wait: bool = False) -> Any:
+        """Record ``entry`` — written from ``value`` — at ``path`` and return its value as a replay would read
+        it.
 
         Unless ``wait``, the append is DEFERRED when the store allows: queued for the group commit, which makes
         it durable within a commit or two while the body goes on (docs/guarantees.md "When entries are durable").
@@ -152,7 +154,7 @@ class LocalRunHandle:
                     self._pending_steps += 1
                 if self._pending_steps >= DEFERRED_STEPS or len(self._pending) >= DEFERRED_LIMIT:
                     await self._settle(self._oldest())
-                return logical.decode(self.run_id)
+                return self._read_back(logical, value)
             stored = self._settled(entry, future)
         else:
             if self._pending:
@@ -160,7 +162,15 @@ class LocalRunHandle:
             stored = await self.store.append(self.run_id, entry)
         logical = Entry(path, stored.kind, stored.value, stored.v, stored.decision, stored.target, stored.seq)
         self.entries[path] = logical
-        return logical.decode(self.run_id)
+        if stored.value != entry.value:  # an earlier execution's, stored first (first writer wins)
+            return logical.decode(self.run_id)
+        return self._read_back(logical, value)
+
+    def _read_back(self, entry: Entry, value: Any) -> Any:
+        """What a replay will read at ``entry``, written from ``value`` just now (spec §5.2): a replica of the
+        value rather than the frame decoded, unless the replica is unsure (telo.values.replica)."""
+        copy = replica(value)
+        return entry.decode(self.run_id) if copy is UNSUPPORTED else copy
 
     def _settled(self, entry: Entry, future: asyncio.Future[Entry]) -> Entry:
         stored = future.result()  # the append's own error, if it failed
@@ -241,7 +251,8 @@ class LocalRunHandle:
             if state.unconfirmed and not policy.implicit:
                 receipt = await self._resolve_unconfirmed(path, target, state)
                 if receipt is not None:
-                    return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])))
+                    return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])),
+                                              receipt[0])
             resume = (state.next_attempt, state.due_at)
         guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
                    or current().extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE))
@@ -260,7 +271,8 @@ class LocalRunHandle:
         self.executed_steps += 1
         # Its receipt too, for such an effect: the window in which a crash leaves it unconfirmed — for an
         # operator or a lookup to resolve — stays one commit long, as it was before the effect began.
-        stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)), wait=guarded)
+        stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)), value,
+                                    wait=guarded)
         if faults.armed("after-entry"):
             await self.flush()
         faults.point("after-entry")
@@ -277,7 +289,8 @@ class LocalRunHandle:
         # mid-retry then neither resets the budget nor repeats a delay, and an attempt of an effect that must
         # not be repeated blindly is seen as started (event-log spec §2). Retries are rare: no cost to speak of.
         wait = wait or kind in _WAITED_KINDS
-        stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), wait=wait)
+        stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), value,
+                                    wait=wait)
         if kind == "inputs" and faults.armed("after-inputs-decision"):
             await self.flush()
             faults.point("after-inputs-decision")
