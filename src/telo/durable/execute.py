@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from telo import faults, observability, paths
+from telo import observability, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
 from telo.durable.digest import (
@@ -32,6 +32,7 @@ from telo.durable.digest import (
 )
 from telo.durable.effects import EffectPolicy
 from telo.durable.handle import LocalRunHandle, RunCancelled
+from telo.durable.renewals import renew_while_executing
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
 from telo.engine.steps import Evaluable, Step
@@ -40,7 +41,6 @@ from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
 from telo.journal.chain import ChainBroken, ClaimLost
-from telo.journal.claims import DEFAULT_TTL_MS, RENEW_EVERY_MS
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
 
 log = logging.getLogger("telo.durable")
@@ -177,7 +177,7 @@ async def _execute_run(
 async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
                     holder: str, services: Services, clock: Clock, fresh: bool) -> Execution:
     """The body on its root context, then the run settled by how it ended."""
-    renewer = _Renewer(store, run, holder, clock)
+    renewer = renew_while_executing(store, run, holder, clock)
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
     scope: dict[str, Any] = {}
@@ -345,40 +345,3 @@ async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, 
     execution = _done(run, "failed", handle)
     execution.error, execution.record = {"code": code, "message": message}, record
     return execution
-
-
-class _Renewer:
-    """Keeps the claim alive while the body executes (reference §6: renew every 20 s, TTL 60 s).
-
-    A timer, not a task per execution: most runs finish long before their first renewal, and a task created
-    and cancelled per run was a measurable share of a short run's cost (benchmarks/durable.py)."""
-
-    def __init__(self, store: AsyncStore, run: str, holder: str, clock: Clock) -> None:
-        self.store, self.run, self.holder, self.clock = store, run, holder, clock
-        self.loop = asyncio.get_running_loop()
-        self.renewing: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = self.loop.call_later(RENEW_EVERY_MS / 1000, self._due)
-
-    def _due(self) -> None:
-        self.timer = None
-        self.renewing = self.loop.create_task(self._renew())
-
-    async def _renew(self) -> None:
-        faults.point("before-claim-renewal")
-        try:
-            if not await self.store.claim(self.run, self.holder, DEFAULT_TTL_MS, self.clock.now_ms()):
-                log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.holder})
-        except Exception:  # a transient journal error must not kill the body; the next renewal retries
-            log.warning("durable.claim.renew_failed", extra={"durable.run": self.run}, exc_info=True)
-        if self.renewing is not None:  # not stopped meanwhile
-            self.timer = self.loop.call_later(RENEW_EVERY_MS / 1000, self._due)
-
-    async def stop(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        renewing, self.renewing = self.renewing, None
-        if renewing is not None:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
