@@ -50,7 +50,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
-from telo.journal.sqlite_append import AppendOp, append_group
+from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
 from telo.journal.sqlite_schema import (
     RECORD_SELECT,
@@ -111,10 +111,13 @@ class SqliteStore(Store):
         except BaseException:
             conn.close()
             raise
-        # The order groups run in within a batch: a run's admission, its entries, then its completion.
+        self._seqs = SeqBases()
+        # The order groups run in within a batch: a run's admission, its entries, then its completion. Any
+        # other operation may write entries unseen by the seq bases: they are forgotten before it runs.
         self._writer = GroupCommitWriter(
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
             groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group)),
+            after_begin=self._seqs.sync, before_other=self._seqs.clear,
         )
         self._targets: dict[tuple[tuple[str, str], ...], str] = {}
         # status_async: per event loop, the runs whose status was asked for in this loop iteration
@@ -224,7 +227,7 @@ class SqliteStore(Store):
     def admit(self, admission: Admission, *, claim: Claim | None = None) -> AdmitResult:
         """``claim``: the new run's first claim, written with its row (a run started by this process is
         executed by it; SQLite only). A run that already exists keeps its claim, whatever it is."""
-        op = AdmitOp(self._sql, admission, self._clock.now_ms(), claim)
+        op = AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs)
         return self._lifecycle("admit", op, isolated=False)  # one INSERT OR IGNORE, then a read
 
     def read_run(self, run: str) -> RunRecord | None:
@@ -446,7 +449,7 @@ class SqliteStore(Store):
         return self._writer.commit_queued()
 
     def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None) -> AppendOp:
-        return AppendOp(self._sql, run, entry, self._target_json(entry.target), chain)
+        return AppendOp(self._sql, run, entry, self._target_json(entry.target), chain, self._seqs)
 
     def _target_json(self, target: Mapping[str, str] | None) -> str | None:
         # A run journals the same few targets over and over: encode each once.

@@ -36,18 +36,55 @@ from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
 from telo.journal.sqlite_schema import Sql, entry_from_row
 
 
+class SeqBases:
+    """The seq base (the greatest seq, or the floor above it) of the runs the writer connection appended to or
+    admitted last, so that a group append need not read it — one SELECT per batch, a sizeable share of a lone
+    run's group commit (benchmarks/durable.py).
+
+    Valid only while no OTHER connection committed since (another process, an ambient transaction): the
+    writer calls :meth:`sync` as each batch's transaction begins, which compares ``PRAGMA data_version`` and
+    forgets everything when it moved. A base that is too HIGH is harmless (a rolled-back batch leaves one):
+    seqs must only increase, and gaps are allowed (PostgreSQL's BIGSERIAL leaves them too). One too low would
+    not be, so whatever writes entries on the writer connection notes its seqs here, and the writer forgets
+    everything before any operation it does not know (:meth:`clear`).
+    """
+
+    __slots__ = ("bases", "version")
+
+    MAX_RUNS = 10_000
+
+    def __init__(self) -> None:
+        self.bases: dict[str, int] = {}
+        self.version: int | None = None
+
+    def sync(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self.version:
+            self.bases.clear()
+            self.version = version
+
+    def note(self, run: str, base: int) -> None:
+        if len(self.bases) >= self.MAX_RUNS:
+            self.bases.clear()
+        self.bases[run] = base
+
+    def clear(self) -> None:
+        self.bases.clear()
+
+
 class AppendOp:
     """One append as a writer operation: callable alone, and groupable by :func:`append_group`."""
 
-    __slots__ = ("chain", "entry", "run", "sql", "target")
+    __slots__ = ("chain", "entry", "run", "seqs", "sql", "target")
 
     def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None,
-                 chain: WriteChain | None = None) -> None:
+                 chain: WriteChain | None = None, seqs: SeqBases | None = None) -> None:
         self.sql = sql
         self.run = run
         self.entry = entry
         self.target = target  # the entry's target as JSON text
         self.chain = chain  # set for a deferred append (telo.journal.chain)
+        self.seqs = seqs
 
     def __call__(self, conn: sqlite3.Connection) -> Entry:
         e = self.entry
@@ -56,6 +93,8 @@ class AppendOp:
         got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v))
         row = got.fetchone()
         if row is not None:  # stored, seq assigned, run known: one statement
+            if self.seqs is not None:
+                self.seqs.note(self.run, row[0])
             return self.stored(row[0])
         # First writer wins: the path already has an entry (possibly from earlier in this very batch).
         return self.settle(self.existing(conn))
@@ -94,8 +133,15 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
     sql = ops[0].sql
     if any(op.chain is not None and op.chain.broken is not None for op in ops):
         raise OneAtATime  # (nothing written yet) the single path refuses a broken chain's writes one by one
+    seqs = ops[0].seqs
     runs = sorted({op.run for op in ops})
-    bases: dict[str, int] = json.loads(conn.execute(sql.seq_bases, (json.dumps(runs),)).fetchone()[0] or "{}")
+    bases: dict[str, int] = {}
+    if seqs is not None:  # (synced by the writer as the batch's transaction began)
+        known = seqs.bases
+        bases = {run: known[run] for run in runs if run in known}
+    if len(bases) < len(runs):
+        unknown = [run for run in runs if run not in bases]
+        bases.update(json.loads(conn.execute(sql.seq_bases, (json.dumps(unknown),)).fetchone()[0] or "{}"))
     first: dict[tuple[str, str], int] = {}  # (run, path) -> index of the op that writes it
     assigned: list[int | None] = [None] * len(ops)
     params: list[Any] = []  # the rows' parameters, flat
@@ -117,6 +163,9 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
     counts: list[int] = all_or_nothing(conn, statements, _rowcount)
     inserted = sum(counts)
     all_in = inserted == rows
+    if seqs is not None:  # each run's last seq assigned: at or above what it holds now, whatever was ignored
+        for run, base in bases.items():
+            seqs.note(run, base)
     if not all_in and any(op.chain is not None for op in ops):
         # A deferred append may have lost a race, and a later write of its chain went in with it: take this
         # group's rows out again (each is ours exactly when it holds the seq assigned to it here) and have the

@@ -20,6 +20,7 @@ from typing import Any
 from telo.journal.chain import WriteChain
 from telo.journal.memory import unknown_run
 from telo.journal.model import Admission, AdmitResult, Claim, RunRecord
+from telo.journal.sqlite_append import SeqBases
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, parts
 from telo.journal.sqlite_schema import Sql, record_from_row
 
@@ -27,11 +28,13 @@ from telo.journal.sqlite_schema import Sql, record_from_row
 class AdmitOp:
     """``admit`` as a writer operation (first admission wins; a repeated one gets the stored record)."""
 
-    __slots__ = ("params", "record", "run", "sql")
+    __slots__ = ("params", "record", "run", "seqs", "sql")
 
-    def __init__(self, sql: Sql, admission: Admission, now_ms: int, claim: Claim | None = None) -> None:
+    def __init__(self, sql: Sql, admission: Admission, now_ms: int, claim: Claim | None = None,
+                 seqs: SeqBases | None = None) -> None:
         a = admission
         self.sql = sql
+        self.seqs = seqs
         self.run = a.run
         self.params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
                        a.digest_scope, now_ms, now_ms, claim.holder if claim else None,
@@ -41,8 +44,13 @@ class AdmitOp:
 
     def __call__(self, conn: sqlite3.Connection) -> AdmitResult:
         if conn.execute(self.sql.admit, self.params).rowcount == 1:
+            self.admitted()
             return AdmitResult(True, self.record)
         return self.existing(conn)
+
+    def admitted(self) -> None:
+        if self.seqs is not None:  # a run inserted just now has no entries (none exist without their run)
+            self.seqs.note(self.run, 0)
 
     def existing(self, conn: sqlite3.Connection) -> AdmitResult:
         return AdmitResult(False, read_record(conn, self.sql, self.run))
@@ -90,6 +98,7 @@ def admit_group(conn: sqlite3.Connection, ops: list[AdmitOp]) -> list[tuple[bool
     results: list[tuple[bool, Any]] = []
     for op in ops:
         if op.run in inserted:
+            op.admitted()
             results.append((True, AdmitResult(True, op.record)))
             continue
         try:

@@ -164,11 +164,15 @@ class GroupCommitWriter:
         *,
         inline_when_idle: bool = True,
         groups: Sequence[tuple[type, GroupRunner]] = (),
+        after_begin: Callable[[sqlite3.Connection], None] | None = None,
+        before_other: Callable[[], None] | None = None,
     ) -> None:
         self._conn = conn
         # Operations whose function is of one of these types (each with a ``run`` attribute) run together
         # through its runner; see _plan.
         self._groups: dict[type, GroupRunner] = dict(groups)
+        self._after_begin = after_begin  # called in each batch's transaction before its first operation
+        self._before_other = before_other  # called before an operation of none of those types runs
         self._conn_lock = threading.Lock()
         # Queued operations, taken only while holding _conn_lock: whoever commits them — the writer thread, or
         # a caller committing what is queued on its own thread (commit_queued) — takes them in FIFO order.
@@ -342,12 +346,19 @@ class GroupCommitWriter:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if self._after_begin is not None:
+                self._after_begin(conn)
         except sqlite3.Error as exc:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             self._fail_batch(live, exc)
             return
         outcomes: list[tuple[bool, Any]] = [(False, None)] * len(live)
         for positions, runner in self._plan(live):
             ops = [live[k] for k in positions]
+            if runner is None and self._before_other is not None:
+                self._before_other()
             results = self._run_group(ops, runner) if runner is not None and len(ops) > 1 \
                 else [self._run_one(op) for op in ops]
             for k, result in zip(positions, results, strict=True):

@@ -430,3 +430,95 @@ def test_plan_invariants_on_random_batches(store: SqliteStore) -> None:
                 runners = [runner for _, runner in segment]
                 assert len(runners) == len(set(runners)), (ops, plan)
             segment = []
+
+
+# --- seq bases remembered between batches (SeqBases) ----------------------------------------------------------
+
+
+def _seqs_of(store: SqliteStore, run: str) -> list[int]:
+    return [e.seq or 0 for e in store.read_entries(run)]
+
+
+def _append_batch(store: SqliteStore, run: str, paths: list[str], *extra: Callable[[sqlite3.Connection], Any]
+                  ) -> list[Any]:
+    """Append ``paths`` to ``run`` as ONE batch — then run ``extra`` operations in it — formed WITHOUT a
+    barrier: the writer thread is kept waiting on its connection lock (a Gate's own operation would be a
+    barrier, which makes the writer forget the seq bases)."""
+
+    async def main() -> list[Any]:
+        batches = store.stats.commits + store.stats.failed_batches
+        lock = store._writer._conn_lock
+        lock.acquire()
+        try:
+            futures: list[asyncio.Future[Any]] = [
+                store.submit_append_async(run, Entry.decided(p, "value", p)) for p in paths]
+            futures += [store._writer.submit_async(fn) for fn in extra]
+        finally:
+            lock.release()
+        out = await asyncio.gather(*futures, return_exceptions=True)
+        assert store.stats.commits + store.stats.failed_batches == batches + 1
+        return list(out)
+
+    return asyncio.run(main())
+
+
+def _assert_increasing(store: SqliteStore, run: str, count: int) -> None:
+    seqs = _seqs_of(store, run)  # in seq order
+    assert len(seqs) == count and len(set(seqs)) == count, seqs
+
+
+def test_a_group_append_reads_no_seq_base_it_remembers(store: SqliteStore) -> None:
+    statements = trace(store)
+    store.admit(Admission.of("r"))  # admitted just now: base 0
+    _append_batch(store, "r", ["a0", "a1"])
+    _append_batch(store, "r", ["b0", "b1"])
+    assert not [s for s in statements if "json_group_object" in s]  # every base came from memory
+    assert _seqs_of(store, "r") == [1, 2, 3, 4]
+
+
+def test_entries_another_connection_committed_are_not_overwritten(store: SqliteStore) -> None:
+    store.admit(Admission.of("r"))
+    _append_batch(store, "r", ["a0", "a1"])  # remembered: base 2
+    other = sqlite3.connect(store.path, isolation_level=None)
+    try:  # another process appends (its own statement numbers the entry)
+        other.execute(store._sql.append, ("r", "x", "decision", "value", None, '"x"', 2))
+    finally:
+        other.close()
+    _append_batch(store, "r", ["b0", "b1"])
+    _assert_increasing(store, "r", 5)
+    assert [e.path for e in store.read_entries("r")] == ["a0", "a1", "x", "b0", "b1"]
+
+
+def test_an_entry_written_by_an_unknown_writer_operation_is_not_overwritten(store: SqliteStore) -> None:
+    store.admit(Admission.of("r"))
+    _append_batch(store, "r", ["a0", "a1"])
+    store._writer.call(lambda conn: conn.execute(store._sql.insert_entry,
+                                                 ("r", "legacy", 9, "decision", "value", None, '"l"', 2)))
+    _append_batch(store, "r", ["b0"])
+    assert _seqs_of(store, "r") == [1, 2, 9, 10]
+
+
+def test_a_group_with_an_ignored_row_leaves_no_seq_to_reuse(store: SqliteStore) -> None:
+    store.admit(Admission.of("r"))
+    _append_batch(store, "r", ["a0", "a1"])
+    _append_batch(store, "r", ["b0", "a1", "b1"])  # a1 is there already (first writer wins)
+    _append_batch(store, "r", ["c0", "c1"])
+    _assert_increasing(store, "r", 6)
+
+
+def test_a_lost_batch_leaves_nothing_to_reuse(store: SqliteStore) -> None:
+    store.admit(Admission.of("r"))
+    _append_batch(store, "r", ["a0"])
+
+    def fail(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("boom")
+
+    def lose_the_batch(conn: sqlite3.Connection) -> None:
+        conn.execute("ROLLBACK")  # as SQLite does on SQLITE_FULL or an I/O error
+        raise sqlite3.OperationalError("disk I/O error")
+
+    outcomes = _append_batch(store, "r", ["b0", "b1"], lose_the_batch)
+    assert all(isinstance(o, TeloError) for o in outcomes)  # the whole batch failed: nothing of it committed
+    assert _seqs_of(store, "r") == [1]
+    _append_batch(store, "r", ["c0"])
+    _assert_increasing(store, "r", 2)  # numbered anew or above the lost batch's seqs: never below or reused
