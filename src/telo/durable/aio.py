@@ -110,9 +110,13 @@ class AsyncStore:
             return self.sync.read_run(run)
         return await self._call(self.sync.read_run, run)
 
-    async def run_status(self, run: str) -> str | None:
+    async def run_status(self, run: str, *, shared: bool = True) -> str | None:
         """The run's status, None if unknown: what a cancel check reads (SQLite: one read per loop iteration
-        answers every run that asks in it)."""
+        answers every run that asks in it — unless not ``shared``: a lone execution reads at once, rather
+        than let the loop iterate, and the writer thread take the GIL, in the middle of its body)."""
+        if self._inline_reads and not shared:
+            record = self.sync.read_run(run)
+            return None if record is None else record.status
         if self._status_async is not None:
             status: str | None = await self._status_async(run)
             return status

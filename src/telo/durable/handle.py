@@ -14,7 +14,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
@@ -43,6 +43,7 @@ from telo.values.replica import UNSUPPORTED, replica
 log = logging.getLogger("telo.durable")
 
 RUN_CANCELLED = "ERR_DURABLE_RUN_CANCELLED"
+_FIRST_ATTEMPT: Final = (0, None)  # RESUME_ATTEMPT of an effect not started before: attempt 0, no wait
 
 # How far an execution may run ahead of its journal's commits (deferred appends not yet known durable):
 # - DEFERRED_STEPS step entries (receipts) — a crash re-executes at most this many FINISHED steps of a run
@@ -244,7 +245,7 @@ class LocalRunHandle:
                 self.on_step("replayed", path, target)
             return existing.decode(self.run_id)
         await self.check_cancelled_async()
-        resume: tuple[int, int | None] = (0, None)
+        resume: tuple[int, int | None] = _FIRST_ATTEMPT
         policy = self._policy(target)
         if self.opened and paths.inputs_path(path) in self.opened:  # an earlier execution's intent, no receipt
             state = effects.effect_state(path, self.entries, self.run_id)
@@ -254,8 +255,9 @@ class LocalRunHandle:
                     return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])),
                                               receipt[0])
             resume = (state.next_attempt, state.due_at)
+        ctx = current()
         guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
-                   or current().extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE))
+                   or ctx.extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE))
         if guarded and self._pending:
             # An effect that must not be repeated blindly: its intent (and everything before it) is durable
             # before it starts, so a crash inside it is seen as unconfirmed (event-log spec §2). A redriven
@@ -265,8 +267,11 @@ class LocalRunHandle:
         if self.on_step:
             self.on_step("executing", path, target)
         faults.point("before-effect")
-        with entered(derive(extra=(RESUME_ATTEMPT, resume))):
-            value = await execute()
+        if resume == _FIRST_ATTEMPT and ctx.extra(RESUME_ATTEMPT, _FIRST_ATTEMPT) == _FIRST_ATTEMPT:
+            value = await execute()  # (what the context says already: nothing to derive, the common case)
+        else:
+            with entered(derive(ctx, extra=(RESUME_ATTEMPT, resume))):
+                value = await execute()
         faults.point("after-effect-before-entry")
         self.executed_steps += 1
         # Its receipt too, for such an effect: the window in which a crash leaves it unconfirmed — for an
@@ -425,7 +430,7 @@ class LocalRunHandle:
         gen = cancels.generation()
         if now or gen != self._cancel_gen or time.monotonic() >= self._cancel_due:
             self._cancel_gen = gen
-            if await self.store.run_status(self.run_id) == "cancelled":
+            if await self.store.run_status(self.run_id, shared=LocalRunHandle.executing > 1) == "cancelled":
                 self._cancelled = True
             self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
         self.check_cancelled()

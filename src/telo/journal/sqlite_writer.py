@@ -177,7 +177,9 @@ class GroupCommitWriter:
         # Queued operations, taken only while holding _conn_lock: whoever commits them — the writer thread, or
         # a caller committing what is queued on its own thread (commit_queued) — takes them in FIFO order.
         self._items: deque[_Op[Any] | object] = deque()
-        self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()  # one put per queued item: wakes the writer
+        # Wakes the writer: a put after every item queued (at once, or by the kick of the loop it came from).
+        self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._kicks: set[asyncio.AbstractEventLoop] = set()  # loops with a _kick scheduled
         self._lock = threading.Lock()  # makes close() idempotent
         self._closed = False  # no new operations
         self._stopped = False  # the writer thread has left its loop
@@ -206,9 +208,25 @@ class GroupCommitWriter:
         Condition, two callback chains and a self-pipe write to wake the loop; with a hundred runs appending
         at once those per-operation hand-offs took a large share of the CPU a durable step costs.
         """
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Op(fn, isolated, None, future))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._enqueue(_Op(fn, isolated, None, future), wake=False)
+        if loop not in self._kicks:
+            self._kicks.add(loop)
+            loop.call_soon(self._kick, loop)
         return future
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Wake the writer for what a loop queued, once per loop iteration, and only if it is still queued.
+
+        Why not at once: an execution on the loop usually queues several writes in one go and, when it runs
+        alone, commits them itself at its next wait (:meth:`commit_queued`). Woken at the first of them, the
+        writer thread would commit a batch of its own meanwhile — its fsync then delays that execution's — and
+        wait for the GIL held by the loop after every statement. Deferred by one loop iteration, writes made
+        while an execution goes on still become durable within a commit or two."""
+        self._kicks.discard(loop)
+        if self._items:
+            self._signal.put(None)
 
     def call(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> T:
         """Run ``fn(connection)`` in a batch and return its result once the batch committed (blocking)."""
@@ -228,7 +246,7 @@ class GroupCommitWriter:
         self._enqueue(op)
         return op.result()
 
-    def _enqueue(self, op: _Op[Any]) -> None:
+    def _enqueue(self, op: _Op[Any], *, wake: bool = True) -> None:
         # No lock here: a hundred threads taking one lock per append convoy on it (measured: 27k -> 47k
         # calls/s without it). Shutdown stays safe: the writer sets _stopped before its last drain of the
         # queue, so an operation put after that drain is seen by its own caller, who fails it.
@@ -236,7 +254,8 @@ class GroupCommitWriter:
             raise closed_error()
         check_process(self._generation)
         self._items.append(op)
-        self._signal.put(None)
+        if wake:
+            self._signal.put(None)
         if self._stopped:
             self._fail_pending(closed_error())
 

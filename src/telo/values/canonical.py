@@ -351,7 +351,7 @@ def _double(x: float) -> str:
 
 def _int_payload(v: int) -> str:
     if not INT64_MIN <= v <= INT64_MAX:
-        raise Refusal("an int outside int64")
+        raise Refusal("an int outside int64")  # (fastwrite tags ints inline, with this same refusal)
     return _int_repr(v)
 
 

@@ -46,7 +46,7 @@ from telo.values.canonical import (
     tagged_entries,
 )
 from telo.values.numbers import double_text
-from telo.values.types import CelMap, Uint
+from telo.values.types import INT64_MAX, INT64_MIN, CelMap, Uint
 
 __all__ = ["check_frame", "encode_frame"]
 
@@ -68,6 +68,7 @@ _c_encode: Final = (
 
 # Integral doubles below 2**53 are exactly their int; above it the int of the ECMAScript text.
 _EXACT: Final = 2.0**53
+_INT_RANGE: Final = "an int outside int64"  # canonical._int_payload's refusal
 _NEG_ZERO: Final = {"$telo": "double", "value": "-0"}
 _NAN: Final = {"$telo": "double", "value": "NaN"}
 _INF: Final = {"$telo": "double", "value": "Infinity"}
@@ -170,6 +171,10 @@ def _list(items: list[Any], depth: int) -> list[Any]:
                 new = _double(x)
             elif x is None or t is bool:
                 continue
+            elif t is int:  # the commonest tagged scalar, inline (as _prepare would tag it)
+                if not INT64_MIN <= x <= INT64_MAX:
+                    raise Refusal(_INT_RANGE)
+                new = {"$telo": "int", "value": int.__repr__(x)}
             elif t is dict:
                 new = _dict(x, inner)
                 if new is x:
@@ -218,6 +223,10 @@ def _dict(d: dict[Any, Any], depth: int) -> Any:
                 new = _double(x)
             elif x is None or t is bool:
                 continue
+            elif t is int:  # the commonest tagged scalar, inline (as _prepare would tag it)
+                if not INT64_MIN <= x <= INT64_MAX:
+                    raise Refusal(_INT_RANGE)
+                new = {"$telo": "int", "value": int.__repr__(x)}
             elif t is dict:
                 new = _dict(x, inner)
                 if new is x:

@@ -207,3 +207,39 @@ def test_commit_queued_commits_on_the_calling_thread_in_fifo_order(store: Sqlite
     assert [e.path for e in stored] == [f"a{i}" for i in range(3)] + [f"b{i}" for i in range(5)]
     assert [e.seq for e in store.read_entries("r1")] == sorted(e.seq or 0 for e in stored)
     assert store.commit_queued() is False  # nothing queued
+
+
+def test_what_a_loop_queues_in_one_go_is_committed_once_by_the_writer(store: SqliteStore) -> None:
+    """Writes queued from a loop wake the writer thread once, at the loop's next iteration (its kick): the
+    writer commits them all in one batch — unless the loop committed them itself first."""
+    _admit(store)
+
+    inline = store.stats.inline_commits
+
+    async def main() -> tuple[list[Entry], int]:
+        commits = store.stats.commits
+        futures = [store.submit_append_async("r1", Entry.decided(f"p{i}", "value", i)) for i in range(20)]
+        assert not any(f.done() for f in futures)
+        assert store._writer.stats.commits == commits  # not woken yet: the writer committed nothing
+        stored = await asyncio.wait_for(asyncio.gather(*futures), 10)  # the loop iterates: the kick wakes it
+        return stored, store.stats.commits - commits
+
+    stored, commits = asyncio.run(main())
+    assert [e.path for e in stored] == [f"p{i}" for i in range(20)]
+    assert commits == 1 and store.stats.inline_commits == inline  # by the writer thread
+
+
+def test_what_the_loop_commits_itself_leaves_the_writer_asleep(store: SqliteStore) -> None:
+    _admit(store)
+
+    async def main() -> int:
+        commits, inline = store.stats.commits, store.stats.inline_commits
+        futures = [store.submit_append_async("r1", Entry.decided(f"p{i}", "value", i)) for i in range(5)]
+        assert store.commit_queued()  # the lone execution's way: on the loop's own thread
+        await asyncio.gather(*futures)
+        await asyncio.sleep(0.05)  # the kick runs: nothing queued any more, so it wakes nobody
+        assert store.stats.inline_commits == inline + 1
+        return store.stats.commits - commits
+
+    assert asyncio.run(main()) == 1
+    assert [e.path for e in store.read_entries("r1")] == [f"p{i}" for i in range(5)]
