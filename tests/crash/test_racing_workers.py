@@ -32,7 +32,7 @@ import pytest
 from telo.clock import SYSTEM_CLOCK
 from telo.durable.workflow import Resumer
 from telo.journal.claims import Holder
-from telo.journal.model import Admission, RunFilter
+from telo.journal.model import Admission, RunFilter, RunRecord
 from telo.journal.store import Store
 from tests.crash.support import KINDS, make_spec
 from tests.crash.workflows.harness import (
@@ -88,17 +88,26 @@ class Race:
         return [p for p in self.workers if p.killed_ns is None]
 
     def kill_one(self) -> None:
-        victim = self.rng.choice(self.live())
+        # A random worker among those holding a run right now (any live one if none does): a kill of a worker
+        # still starting up, or between sweeps, exercises no takeover — and on a fast machine the 200 runs
+        # take only a few seconds, so a handful of such kills could leave the takeover path unexercised.
+        live = self.live()
+        holders = [Holder.parse(r.claim.holder) for r in self.running() if r.claim is not None]
+        busy = [p for p in live if p.pid in {h.pid for h in holders if h is not None}]
+        victim = self.rng.choice(busy or live)
         assert self.flow.kill(victim), f"{self.ctx}: {victim.label} was not running"
         self.kills += 1
         self.start_worker()  # a replacement, as a supervisor would start
         # The runs the dead worker held: their claims name its pid and still read live.
-        for record in self.store.list_runs(RunFilter(status="running", limit=RUNS + 1)).runs:
+        for record in self.running():
             holder = Holder.parse(record.claim.holder) if record.claim is not None else None
             if holder is not None and holder.pid == victim.pid and record.claim is not None:
                 assert victim.killed_ns is not None
                 self.takeovers.append(Takeover(record.run, record.claim.holder, victim.killed_ns,
                                                record.claim.until))
+
+    def running(self) -> list[RunRecord]:
+        return self.store.list_runs(RunFilter(status="running", limit=RUNS + 1)).runs
 
     def watch_takeovers(self) -> None:
         for t in self.takeovers:
