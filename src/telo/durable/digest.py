@@ -17,11 +17,12 @@ import base64
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from telo import paths
 from telo.manifest import Cel, Manifest, Ref, ResourceDecl, Template
+from telo.values import encode_frame
 
 DIGEST_PATH = paths.reserved("digest")
 
@@ -72,6 +73,11 @@ class Digest:
     scope: str  # "reachable" | "manifest"
     resources: Mapping[str, str]  # resource name -> digest of its declaration (the scope's resources)
     manifest: Mapping[str, str] | None = None  # every resource of the manifest, for widening
+    # record()'s typed frame, written once: every run of the workflow records it at its start
+    frame: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frame", encode_frame(self.record()))
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"digest": self.value, "scope": self.scope, "resources": dict(self.resources)}

@@ -190,7 +190,7 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
         with entered(ctx):
             if body.digest is not None:
                 if fresh:  # the admission recorded the digest and its scope in the run record
-                    await handle.decide(DIGEST_PATH, "digest", body.digest.record)
+                    await handle.record_decision(DIGEST_PATH, "digest", body.digest.record(), body.digest.frame)
                 else:
                     await _check_digest(store, handle, run, body.digest, body.name)
             module = dict(body.module_scope())

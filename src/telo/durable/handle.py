@@ -36,7 +36,7 @@ from telo.journal import cancels
 from telo.journal.chain import ChainBroken, lost_race
 from telo.journal.claims import DEFAULT_TTL_MS
 from telo.journal.eventlog import RunState, storage_path
-from telo.journal.model import Entry, Parked
+from telo.journal.model import CODEC_VERSION, Entry, Parked
 from telo.targets import targets_match
 from telo.values.replica import UNSUPPORTED, replica
 
@@ -300,6 +300,12 @@ class LocalRunHandle:
             await self.flush()
             faults.point("after-inputs-decision")
         return stored
+
+    async def record_decision(self, path: str, kind: str, value: Any, frame: str) -> None:
+        """Record a decision whose frame is known already — the same in every run of a workflow (its manifest
+        digest) — as it is, rather than encode it again. Nothing when one is recorded at ``path`` already."""
+        if path not in self.entries:
+            await self._append(path, Entry(path, "decision", frame, CODEC_VERSION, kind, None), value)
 
     async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
         signal = Suspension(self.run_id, where, until)

@@ -51,6 +51,7 @@ from telo.journal.model import (
     RunRecord,
 )
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
+from telo.journal.sqlite_group import savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
 from telo.journal.sqlite_schema import (
     RECORD_SELECT,
@@ -199,18 +200,8 @@ class SqliteStore(Store):
 
     def _in_transaction(self, tx: SqliteTransaction, fn: Op[T]) -> T:
         """Run an entry write on the ambient transaction's connection, undoing only it should it raise."""
-        with tx.lock:
-            conn = tx.connection
-            conn.execute("SAVEPOINT entry")
-            try:
-                result = fn(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK TO entry")
-                    conn.execute("RELEASE entry")
-                raise
-            conn.execute("RELEASE entry")
-            return result
+        with tx.lock, savepoint(tx.connection, "entry"):
+            return fn(tx.connection)
 
     def _entry_write(self, fn: Op[T], *, isolated: bool = False) -> T:
         """An entry write: joins the ambient transaction if there is one, else goes to the group commit.

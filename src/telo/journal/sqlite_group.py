@@ -1,4 +1,4 @@
-"""What the SQLite journal's group runners share (:mod:`telo.journal.sqlite_append`,
+"""What the SQLite journal's group runners (and its other partial undos) share (:mod:`telo.journal.sqlite_append`,
 :mod:`telo.journal.sqlite_lifecycle`): the writer runs a batch's operations of one kind together through a
 runner, which writes them with few multi-row statements — or raises having written nothing of them, and the
 writer runs them one at a time (:class:`telo.journal.sqlite_writer.GroupCommitWriter`)."""
@@ -6,7 +6,8 @@ writer runs them one at a time (:class:`telo.journal.sqlite_writer.GroupCommitWr
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -33,16 +34,22 @@ def all_or_nothing(conn: sqlite3.Connection, statements: Sequence[tuple[str, Seq
     if len(statements) == 1:
         text, params = statements[0]
         return [read(conn.execute(text, params))]
-    conn.execute("SAVEPOINT grp")
+    with savepoint(conn, "grp"):
+        return [read(conn.execute(text, params)) for text, params in statements]
+
+
+@contextmanager
+def savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
+    """The block's writes, undone should it raise (unless SQLite already rolled the whole transaction back)."""
+    conn.execute(f"SAVEPOINT {name}")
     try:
-        out = [read(conn.execute(text, params)) for text, params in statements]
+        yield
     except BaseException:
         if conn.in_transaction:
-            conn.execute("ROLLBACK TO grp")
-            conn.execute("RELEASE grp")
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
         raise
-    conn.execute("RELEASE grp")
-    return out
+    conn.execute(f"RELEASE {name}")
 
 
 def chunks(rows: int) -> list[int]:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 from telo.errors import JournalError
+from telo.journal.sqlite_group import savepoint
 
 T = TypeVar("T")
 # Runs a group of operations together: (ok, result or error) per operation, in order. Should it raise, it
@@ -454,16 +455,8 @@ class GroupCommitWriter:
         try:
             if not op.isolated:
                 return True, op.fn(conn)
-            conn.execute("SAVEPOINT op")
-            try:
-                result = op.fn(conn)
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                raise
-            conn.execute("RELEASE op")
-            return True, result
+            with savepoint(conn, "op"):
+                return True, op.fn(conn)
         except Exception as exc:
             return False, exc
 
