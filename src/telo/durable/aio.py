@@ -94,13 +94,17 @@ class AsyncStore:
         admitted: AdmitResult = await self._lifecycle("admit", admission)
         return admitted
 
+    @property
+    def admits_queued(self) -> bool:
+        """Whether :meth:`submit_admission` can queue an admission (the store has an asynchronous group commit)."""
+        return self._lifecycle_async is not None
+
     def submit_admission(self, admission: Admission, holder: str, ttl_ms: int,
-                         now_ms: int) -> asyncio.Future[AdmitResult] | None:
-        """Queue a new run's admission, claimed by ``holder``, for the group commit and return at once (None
-        when the store has no asynchronous group commit): the future settles once it committed — admitted
-        means claimed. The body's own writes, queued after it, commit after it (FIFO per run)."""
-        if self._lifecycle_async is None:
-            return None
+                         now_ms: int) -> asyncio.Future[AdmitResult]:
+        """Queue a new run's admission, claimed by ``holder``, for the group commit and return at once (only
+        when :attr:`admits_queued`): the future settles once it committed — admitted means claimed. The body's
+        own writes, queued after it, commit after it (FIFO per run)."""
+        assert self._lifecycle_async is not None
         admitting: asyncio.Future[AdmitResult] = self._lifecycle_async(
             "admit", admission, claim=Claim(holder, now_ms + ttl_ms))
         return admitting

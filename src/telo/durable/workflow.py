@@ -125,14 +125,19 @@ class Workflow(Resource):
                                  manifest_digest=digest.value if digest else None,
                                  digest_scope=digest.scope if digest else None)
         clock = self.app.clock
-        queued = store.submit_admission(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms()) \
-            if self.run_id_ev is None and current().handle is None else None
-        if queued is not None:
+        if self.run_id_ev is None and current().handle is None and store.admits_queued:
             # A new id (a fresh uuid): nothing to attach to. The admission, with the claim, is queued for the
             # group commit, and the body starts meanwhile: every write of it queues behind it, and it waits for
             # its writes before any effect that must not be repeated blindly — so nothing such runs before
-            # the run is durably admitted. The caller gets the run id once it is.
-            self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
+            # the run is durably admitted. The caller gets the run id once it is. (The body's task is created
+            # first — it starts only once this one waits — so that it runs before the loop's next iteration
+            # wakes the writer thread for the admission: a lone run commits everything at once, itself.)
+            body = self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
+            try:
+                queued = store.submit_admission(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms())
+            except BaseException:
+                body.cancel()
+                raise
             if not (await queued).admitted:
                 raise TeloError("ERR_DURABLE_RUN_EXISTS", f"run {run!r}, a freshly generated id, already exists",
                                 data={"run": run})

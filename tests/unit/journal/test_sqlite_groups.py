@@ -166,9 +166,8 @@ def test_claimed_admissions_grouped_in_one_batch(store: SqliteStore) -> None:
     def submit() -> list[asyncio.Future[Any]]:
         futures: list[asyncio.Future[Any]] = []
         for i in range(6):
-            queued = aio.submit_admission(Admission.of(f"c{i}"), LIVE_A, TTL, now + i)
-            assert queued is not None
-            futures.append(queued)
+            assert aio.admits_queued
+            futures.append(aio.submit_admission(Admission.of(f"c{i}"), LIVE_A, TTL, now + i))
         futures.append(store.lifecycle_async("admit", Admission.of("free")))  # no claim, same group
         return futures
 
