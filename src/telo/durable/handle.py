@@ -147,7 +147,8 @@ class LocalRunHandle:
         if chain is not None and not wait:
             future = self.store.append_deferred(self.run_id, entry, chain)
             if not future.done():  # (inside an ambient transaction it ran at once)
-                logical = Entry(path, entry.kind, entry.value, entry.v, entry.decision, entry.target, None)
+                logical = entry if entry.path == path else \
+                    Entry(path, entry.kind, entry.value, entry.v, entry.decision, entry.target, None)
                 self.entries[path] = logical
                 self._appended += 1
                 self._pending.append((self._appended, entry, future))

@@ -323,8 +323,9 @@ class Admission:
         )
 
 
-    def record(self, now_ms: int) -> RunRecord:
-        """The run record this admission creates at ``now_ms`` (what every store writes on admit)."""
+    def record(self, now_ms: int, claim: Claim | None = None) -> RunRecord:
+        """The run record this admission creates at ``now_ms`` (what every store writes on admit), claimed by
+        ``claim`` when the store writes the first claim with the row."""
         return RunRecord(
             run=self.run,
             status=self.status,
@@ -336,6 +337,7 @@ class Admission:
             digest_scope=self.digest_scope,
             created_at=now_ms,
             updated_at=now_ms,
+            claim=claim,
         )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from telo.journal.chain import WriteChain
@@ -39,8 +38,7 @@ class AdmitOp:
         self.params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
                        a.digest_scope, now_ms, now_ms, claim.holder if claim else None,
                        claim.until if claim else None)
-        record = a.record(now_ms)
-        self.record = replace(record, claim=claim) if claim is not None else record
+        self.record = a.record(now_ms, claim)
 
     def __call__(self, conn: sqlite3.Connection) -> AdmitResult:
         if conn.execute(self.sql.admit, self.params).rowcount == 1:
