@@ -372,11 +372,11 @@ def check_ledger(flow: Flow, store: Store, runs: Iterable[str], ctx: str,
             f"{ctx}: killed process {proc.label} (pid {proc.pid}) left effects of {len(by_run)} runs to re-drive, "
             f"but executes at most {max_runs} at once: {dict(by_run)}\nits ledger lines: {mine}"
         )
-        for run, keys in by_run.items():
-            assert len(keys) <= FAN_CONCURRENCY + DEFERRED_STEPS, (
-                f"{ctx}: killed process {proc.label} (pid {proc.pid}) left {len(keys)} effects of {run} to "
+        for run, run_keys in by_run.items():
+            assert len(run_keys) <= FAN_CONCURRENCY + DEFERRED_STEPS, (
+                f"{ctx}: killed process {proc.label} (pid {proc.pid}) left {len(run_keys)} effects of {run} to "
                 f"re-drive (at most {FAN_CONCURRENCY} can be in flight, and {DEFERRED_STEPS} finished with "
-                f"their entries not yet durable): {keys}\nits ledger lines: {mine}"
+                f"their entries not yet durable): {run_keys}\nits ledger lines: {mine}"
             )
     return LedgerReport(len(lines), repeated)
 
