@@ -164,7 +164,7 @@ class LocalRunHandle:
             stored = await self.store.append(self.run_id, entry)
         logical = Entry(path, stored.kind, stored.value, stored.v, stored.decision, stored.target, stored.seq)
         self.entries[path] = logical
-        if stored.value != entry.value:  # an earlier execution's, stored first (first writer wins)
+        if stored.value != entry.value or stored.v != entry.v:  # an earlier execution's (first writer wins)
             return logical.decode(self.run_id)
         return self._read_back(logical, value)
 
