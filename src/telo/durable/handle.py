@@ -306,7 +306,7 @@ class LocalRunHandle:
         """Record a decision whose frame is known already — the same in every run of a workflow (its manifest
         digest) — as it is, rather than encode it again. Nothing when one is recorded at ``path`` already."""
         if path not in self.entries:
-            await self._append(path, Entry(path, "decision", frame, CODEC_VERSION, kind, None), value)
+            await self._append(path, Entry(self._storage(path), "decision", frame, CODEC_VERSION, kind, None), value)
 
     async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
         signal = Suspension(self.run_id, where, until)
@@ -428,14 +428,14 @@ class LocalRunHandle:
             raise RunCancelled(RUN_CANCELLED, f"run {self.run_id!r} was cancelled",
                                data={"run": self.run_id})
 
-    async def check_cancelled_async(self, *, now: bool = False) -> None:
+    async def check_cancelled_async(self) -> None:
         """Before each effect: has the run been cancelled? Cancel stops a running body at its next step.
 
         The run's status is read when this process wrote a cancel since the last read, and otherwise at
-        most every :data:`telo.journal.cancels.POLL_MS` (a cancel from another process) — or ``now``
-        (on SQLite the reads of all the runs in flight share one query per loop iteration)."""
+        most every :data:`telo.journal.cancels.POLL_MS` (a cancel from another process); on SQLite the reads
+        of all the runs in flight share one query per loop iteration."""
         gen = cancels.generation()
-        if now or gen != self._cancel_gen or time.monotonic() >= self._cancel_due:
+        if gen != self._cancel_gen or time.monotonic() >= self._cancel_due:
             self._cancel_gen = gen
             if await self.store.run_status(self.run_id, shared=LocalRunHandle.executing > 1) == "cancelled":
                 self._cancelled = True

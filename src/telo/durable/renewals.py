@@ -26,16 +26,18 @@ _PERIOD_S: Final = RENEW_EVERY_MS / 1000
 class Renewal:
     """One execution's claim, renewed until :meth:`stop`."""
 
-    __slots__ = ("clock", "due", "holder", "renewing", "run", "store")
+    __slots__ = ("clock", "due", "holder", "renewals", "renewing", "run", "store")
 
-    def __init__(self, store: AsyncStore, run: str, holder: str, clock: Clock, due: float) -> None:
+    def __init__(self, renewals: _Renewals, store: AsyncStore, run: str, holder: str, clock: Clock,
+                 due: float) -> None:
+        self.renewals = renewals  # the loop's, which renews this claim
         self.store, self.run, self.holder, self.clock = store, run, holder, clock
         self.due = due  # loop time of the next renewal
         self.renewing: asyncio.Task[None] | None = None
 
     async def stop(self) -> None:
         """Stop renewing (the execution ended); waits for a renewal in flight to be cancelled."""
-        _Renewals.of(asyncio.get_running_loop()).held.pop(self, None)
+        self.renewals.held.pop(self, None)
         renewing, self.renewing = self.renewing, None
         if renewing is not None:
             renewing.cancel()
@@ -76,7 +78,7 @@ class _Renewals:
         return renewals
 
     def add(self, store: AsyncStore, run: str, holder: str, clock: Clock) -> Renewal:
-        renewal = Renewal(store, run, holder, clock, self.loop.time() + _PERIOD_S)
+        renewal = Renewal(self, store, run, holder, clock, self.loop.time() + _PERIOD_S)
         self.held[renewal] = None  # due after every claim held already: the dict stays in due order
         if self.timer is None:
             self.timer = self.loop.call_at(renewal.due, self._tick)

@@ -1,8 +1,8 @@
 """``DurableLocal.Workflow`` and ``DurableLocal.Resumer`` (reference §6; spec §7).
 
 Starting a run admits it BEFORE anything executes, claims it, and starts the body detached under a hold,
-returning ``{runId, started, status}`` at once. (On SQLite a new run's admission and claim are queued for one
-group commit and the body starts meanwhile: its writes queue behind them and it waits for them before any
+returning ``{runId, started, status}`` at once. (On SQLite a new run's admission, its claim written with it, is
+queued for the group commit and the body starts meanwhile: its writes queue behind it and it waits for them before any
 effect that must not be repeated blindly, so such an effect never runs for a run that is not admitted; the
 caller gets the id once the admission is durable.) Resubmitting an id attaches: a settled run answers with its
 outcome, a running or parked one is continued only if its claim is free (resume by resubmission) — a claim
