@@ -462,15 +462,14 @@ class AsyncApp:
             return False
         inputs = record.decoded_inputs()
         inputs = {} if inputs is NO_VALUE else inputs
-        from telo.journal.claims import DEFAULT_TTL_MS
-
         holder = wf.holder if background else self._holder
-        if not await asyncio.to_thread(self._store().claim, run, holder, DEFAULT_TTL_MS, self.clock.now_ms()):
+        fence = await wf.store.claim(run, holder, self.clock.now_ms())
+        if fence is None:
             return False
         if background:
-            self._track(run, self.application.hold(wf.run_to_rest(run, inputs, holder)))
+            self._track(run, self.application.hold(wf.run_to_rest(run, inputs, fence)))
         else:
-            await wf.execute(run, inputs, holder)
+            await wf.execute(run, inputs, fence)
         return True
 
     async def _rest(self, run: str, deadline: float | None) -> RunResult:

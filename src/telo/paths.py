@@ -330,6 +330,8 @@ ATTEMPT_MARK = "@attempt"  # the start of re-attempt k (attempt 0 is marked by t
 RETRY_VERDICT = "@retry"  # the verdict of failed attempt k: code, backoff, due time
 UNCONFIRMED = "@unconfirmed"  # the n-th resolution of an effect whose outcome was unknown
 REDRIVE_MARK = "@redrive"  # the start of the re-execution the n-th resolution decided
+FAILED = "@failed"  # a step's failure receipt: the error its effect ended with (event-log §1 "outcome")
+PAYLOAD_SCHEMA = "@payloadSchema"  # the schema an Await's delivery must match, recorded before it parks
 
 
 def attempt_path(step: str, attempt: int) -> str:
@@ -346,6 +348,15 @@ def unconfirmed_path(step: str, n: int) -> str:
 
 def redrive_path(step: str, n: int) -> str:
     return child(step, REDRIVE_MARK, n)
+
+
+def failure_path(step: str) -> str:
+    """Where a failed step's receipt is recorded: ``<step>/@failed``."""
+    return child(step, FAILED)
+
+
+def payload_schema_path(dispatch: str) -> str:
+    return child(dispatch, PAYLOAD_SCHEMA)
 
 
 def collection_path(dispatch: str) -> str:

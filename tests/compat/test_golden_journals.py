@@ -7,7 +7,9 @@
 
 The v2 and compacted files are also regenerated and compared byte for byte, so a change to what the
 store WRITES shows up here as well. If such a change is intended, the old files must still read as
-asserted below: add new golden files rather than editing these.
+asserted below: add new golden files rather than editing these. ``golden/fenced/`` holds the v2 and
+compacted files as the store writes them since claim lines carry their fencing token (telo.journal.claims):
+the regenerated files are compared with those, and the files above still read identically (token 0).
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ from typing import Any
 
 from telo.clock import FakeClock
 from telo.journal.file import FileStore
-from telo.journal.model import NO_VALUE, Admission, Claim, Entry, Outcome, Parked
+from telo.journal.model import NO_VALUE, Admission, Claim, Entry, Outcome, Parked, RunRecord
 from telo.values import CelMap, Duration, Timestamp, Uint, equal
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+WRITTEN = GOLDEN / "fenced"  # what the store writes now
 ORDERS = "file:///app/orders.yaml"
 FLOW = "file:///app/flow.yaml"
 START = 1_767_225_600_000  # FakeClock's default start
 HOLDER = "golden-worker@golden-host:4242:99"
+RUN = RunRecord("missing", "running", fence=-1)  # what a test reads when a golden run is missing
 
 
 def open_copy(tmp_path: Path, *names: str) -> FileStore:
@@ -178,7 +182,17 @@ def test_v2_golden_reads_identically(tmp_path: Path) -> None:
 
 def test_v2_golden_is_what_the_store_writes(tmp_path: Path) -> None:
     write_v2(tmp_path / "fresh")
-    assert (tmp_path / "fresh" / "golden%3Av2.ndjson").read_bytes() == (GOLDEN / "golden%3Av2.ndjson").read_bytes()
+    assert (tmp_path / "fresh" / "golden%3Av2.ndjson").read_bytes() == (WRITTEN / "golden%3Av2.ndjson").read_bytes()
+
+
+def test_claim_lines_without_a_fencing_token_read_as_token_0_and_the_next_grant_is_1(tmp_path: Path) -> None:
+    store = open_copy(tmp_path, "golden%3Av2.ndjson", "golden%3Acompacted.ndjson")
+    assert (store.read_run("golden:v2") or RUN).fence == 0
+    compacted = store.read_run("golden:compacted")
+    assert compacted is not None and compacted.fence == 0 and compacted.claim == Claim(HOLDER, START + 60_000)
+    assert store.claim("golden:compacted", HOLDER, 60_000, START + 60_001) == 1
+    fenced = FileStore(str(tmp_path / "journal")).read_run("golden:compacted")
+    assert fenced is not None and fenced.fence == 1
 
 
 # --- compacted -----------------------------------------------------------------------------------------
@@ -218,7 +232,7 @@ def test_compacted_golden_reads_identically(tmp_path: Path) -> None:
 def test_compacted_golden_is_what_the_store_writes(tmp_path: Path) -> None:
     write_compacted(tmp_path / "fresh")
     fresh = (tmp_path / "fresh" / "golden%3Acompacted.ndjson").read_bytes()
-    assert _without_id(fresh) == _without_id((GOLDEN / "golden%3Acompacted.ndjson").read_bytes())
+    assert _without_id(fresh) == _without_id((WRITTEN / "golden%3Acompacted.ndjson").read_bytes())
 
 
 def test_appending_to_every_golden_continues_it(tmp_path: Path) -> None:

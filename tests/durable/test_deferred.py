@@ -19,11 +19,12 @@ from telo.durable.handle import DEFERRED_STEPS
 from telo.engine.interpreter import Services
 from telo.engine.steps import compile_steps
 from telo.journal.chain import ChainBroken, ClaimLost, WriteChain
+from telo.journal.claims import Fence
 from telo.journal.memory import MemoryStore
 from telo.journal.model import Admission, Entry, Outcome, RunRecord
 from telo.journal.sqlite import SqliteStore
 from telo.journal.store import Store
-from tests.durable.test_execute import HOLDER
+from tests.durable.test_execute import claimed
 from tests.unit.engine.fakes import DictCompiler, Target
 
 STEPS = 10
@@ -46,8 +47,8 @@ def run(store: Store | AsyncStore, run_id: str, wf: WorkflowBody, *, fresh: bool
     aio = store if isinstance(store, AsyncStore) else AsyncStore(store)
     clock = FakeClock()
     aio.sync.admit(Admission.of(run_id))
-    assert aio.sync.claim(run_id, HOLDER, 60_000, clock.now_ms())
-    return asyncio.run(execute_run(aio, run_id, wf, {}, holder=HOLDER, clock=clock, services=Services(clock=clock),
+    return asyncio.run(execute_run(aio, run_id, wf, {}, fence=claimed(aio.sync, run_id, clock), clock=clock,
+                                   services=Services(clock=clock),
                                    fresh=fresh))
 
 
@@ -170,8 +171,8 @@ class HeldStore(AsyncStore):
         super().__init__(MemoryStore())
         self.held: list[tuple[Entry | None, Callable[[], Any], asyncio.Future[Any]]] = []
 
-    def chain(self, run: str) -> WriteChain | None:
-        return WriteChain(run)
+    def chain(self, run: str, fence: Fence | None = None) -> WriteChain | None:
+        return WriteChain(run, fence)
 
     def _hold(self, entry: Entry | None, write: Callable[[], Any]) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -179,12 +180,12 @@ class HeldStore(AsyncStore):
         return future
 
     def append_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
-        return self._hold(entry, lambda: self.sync.append(run, entry))
+        return self._hold(entry, lambda: self.sync.append(run, entry, fence=chain.fence))
 
     def submit_complete(self, run: str, outcome: Outcome, chain: WriteChain) -> asyncio.Future[RunRecord]:
-        return self._hold(None, lambda: self.sync.complete(run, outcome))
+        return self._hold(None, lambda: self.sync.complete(run, outcome, fence=chain.fence))
 
-    def release(self, n: int) -> None:
+    def let_through(self, n: int) -> None:
         for _, write, future in self.held[:n]:
             future.set_result(write())
         del self.held[:n]
@@ -200,7 +201,8 @@ def test_a_body_runs_at_most_DEFERRED_STEPS_finished_steps_ahead_of_its_journal(
 
     async def scenario() -> Execution:
         clock = FakeClock()
-        task = asyncio.create_task(execute_run(store, "r", chain_body(targets), {}, holder=HOLDER, clock=clock,
+        fence = claimed(store.sync, "r", clock)
+        task = asyncio.create_task(execute_run(store, "r", chain_body(targets), {}, fence=fence, clock=clock,
                                                services=Services(clock=clock)))
         for _ in range(50):
             await asyncio.sleep(0)
@@ -208,7 +210,7 @@ def test_a_body_runs_at_most_DEFERRED_STEPS_finished_steps_ahead_of_its_journal(
         assert executed == DEFERRED_STEPS, "a stalled journal must stop the body after DEFERRED_STEPS steps"
         assert store.held_steps() == DEFERRED_STEPS
         while not task.done():  # the disk comes back: one commit at a time, and the body goes on
-            store.release(1)
+            store.let_through(1)
             for _ in range(20):
                 await asyncio.sleep(0)
             assert store.held_steps() <= DEFERRED_STEPS

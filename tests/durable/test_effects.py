@@ -140,11 +140,11 @@ def test_a_crash_mid_retry_keeps_the_budget_and_the_remaining_delay(store: Store
     from telo.durable.aio import AsyncStore
     from telo.durable.execute import execute_run
     from telo.journal.model import Admission
-    from tests.durable.test_execute import HOLDER
+    from tests.durable.test_execute import claimed
 
     store.admit(Admission.of("rt"))
     with pytest.raises(Crash):
-        asyncio.run(execute_run(AsyncStore(store), "rt", wf, {}, holder=HOLDER, clock=clock,
+        asyncio.run(execute_run(AsyncStore(store), "rt", wf, {}, fence=claimed(store, "rt", clock), clock=clock,
                                 services=Services(clock=clock, sleep=die)))
     verdict = eventlog.recover(store, "rt").entries["steps/call/@retry[0]"].decode("rt")
     assert verdict["attempt"] == 0 and verdict["code"] == "ERR_DOWN" and verdict["backoffMs"] == 5_000
@@ -154,7 +154,7 @@ def test_a_crash_mid_retry_keeps_the_budget_and_the_remaining_delay(store: Store
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    done = asyncio.run(execute_run(AsyncStore(store), "rt", wf, {}, holder=HOLDER, clock=clock,
+    done = asyncio.run(execute_run(AsyncStore(store), "rt", wf, {}, fence=claimed(store, "rt", clock), clock=clock,
                                    services=Services(clock=clock, sleep=sleep)))
     assert done.status == "completed"
     assert calls == [0, 1]  # attempt 0 is not repeated: its failure was confirmed

@@ -13,13 +13,20 @@ from telo.durable.execute import Execution, WorkflowBody, execute_run
 from telo.durable.waits import await_delivery, deliver, sleep
 from telo.engine.interpreter import Services
 from telo.engine.steps import compile_steps
-from telo.journal.claims import Holder
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import Admission, Outcome
 from telo.journal.store import Store
 from telo.values.equality import equal
 from tests.unit.engine.fakes import DictCompiler, Target
 
 HOLDER = Holder.for_this_process("test").to_text()
+
+
+def claimed(store: Store, run: str, clock: FakeClock) -> Fence:
+    """Claim ``run`` for an execution of the test, as a workflow does before executing it."""
+    token = store.claim(run, HOLDER, 60_000, clock.now_ms())
+    assert token is not None
+    return Fence(HOLDER, token)
 
 
 class Crash(BaseException):
@@ -36,9 +43,8 @@ def body(raw: list[dict[str, Any]], inputs: Any = None) -> WorkflowBody:
 def execute(store: Store, run: str, wf: WorkflowBody, inputs: Any = None, clock: FakeClock | None = None) -> Execution:
     clock = clock or FakeClock()
     store.admit(Admission.of(run))
-    assert store.claim(run, HOLDER, 60_000, clock.now_ms())
-    return asyncio.run(execute_run(AsyncStore(store), run, wf, inputs or {}, holder=HOLDER, clock=clock,
-                                   services=Services(clock=clock)))
+    return asyncio.run(execute_run(AsyncStore(store), run, wf, inputs or {}, fence=claimed(store, run, clock),
+                                   clock=clock, services=Services(clock=clock)))
 
 
 def test_a_completed_run_replays_without_executing(store: Store) -> None:

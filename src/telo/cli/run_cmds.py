@@ -73,6 +73,9 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
     for run, error in app.failed_runs:
         click.echo(f"run {run!r} failed: {error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}",
                    err=True)
+    for run, error in app.stopped_runs:
+        click.echo(f"run {run!r} stopped before it settled, left to the execution holding it: "
+                   f"{error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}", err=True)
     if as_json:
         click.echo(json.dumps({k: to_plain(v) for k, v in app.target_results.items()}, ensure_ascii=False))
     sys.exit(code)

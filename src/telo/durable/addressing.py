@@ -236,7 +236,8 @@ def resolve_unconfirmed(store: Any, run: str, path: str, action: str, value: Any
     if state.record.terminal:
         raise TeloError("ERR_DURABLE_RUN_SETTLED", f"run {run!r} is already {state.record.status}",
                         hint="restore or fork it to a checkpoint to run that step again")
-    if path in state.entries or paths.inputs_path(path) not in state.entries:
+    if path in state.entries or paths.failure_path(path) in state.entries \
+            or paths.inputs_path(path) not in state.entries:
         raise TeloError("ERR_DURABLE_EFFECT_NOT_UNCONFIRMED",
                         f"step {path!r} of run {run!r} has no effect with an unknown outcome",
                         hint=f"`telo status {run}` shows where the run waits and which effects are unconfirmed")

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from telo.journal.chain import WriteChain
+from telo.journal.claims import DEFAULT_TTL_MS, Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
 from telo.journal.store import Store
 
@@ -46,10 +47,15 @@ class AsyncStore:
         self._submit_deferred = getattr(store, "submit_deferred", None)
         self._commit_queued = getattr(store, "commit_queued", None)
 
-    def chain(self, run: str) -> WriteChain | None:
+    @property
+    def claim_ttl_ms(self) -> int:
+        """The lease of this journal's claims (its ``claimTtl``; 60 s by default)."""
+        return int(getattr(self.sync, "claim_ttl_ms", DEFAULT_TTL_MS))
+
+    def chain(self, run: str, fence: Fence | None = None) -> WriteChain | None:
         """A chain for one execution's deferred appends (telo.journal.chain), or None when this store
         cannot defer them (it has no ordered group commit): then every append is awaited."""
-        return WriteChain(run) if self._submit_deferred is not None else None
+        return WriteChain(run, fence) if self._submit_deferred is not None else None
 
     def commit_queued(self) -> None:
         """Commit the queued writes right here, on the loop's thread, if the store's writer is idle — for an
@@ -65,30 +71,30 @@ class AsyncStore:
         future: asyncio.Future[Entry] = self._submit_deferred(run, entry, chain)
         return future
 
-    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._inline:
-            return fn(*args)
+            return fn(*args, **kwargs)
         # as asyncio.to_thread, on the store pool: the call sees this task's context (an ambient transaction)
-        call = functools.partial(contextvars.copy_context().run, fn, *args)
+        call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(_STORE_THREADS, call)
 
-    async def append(self, run: str, entry: Entry) -> Entry:
+    async def append(self, run: str, entry: Entry, fence: Fence | None = None) -> Entry:
         if self._submit_async is not None:
             # Called on the loop thread, so the store sees this task's ambient transaction, if any; the future
             # is settled with the rest of its group commit in one loop wake-up.
-            appended: Entry = await self._submit_async(run, entry)
+            appended: Entry = await self._submit_async(run, entry, fence=fence)
             return appended
         if self._submit is not None:
             # Called on the loop thread, so the store sees this task's ambient transaction, if any.
-            stored: Entry = await asyncio.wrap_future(self._submit(run, entry))
+            stored: Entry = await asyncio.wrap_future(self._submit(run, entry, fence=fence))
             return stored
-        return await self._call(self.sync.append, run, entry)
+        return await self._call(self.sync.append, run, entry, fence=fence)
 
-    async def _lifecycle(self, method: str, *args: Any) -> Any:
+    async def _lifecycle(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A lifecycle write: submitted to a SQLite store's group commit (no thread), else on a thread."""
         if self._lifecycle_async is not None:
-            return await self._lifecycle_async(method, *args)
-        return await self._call(getattr(self.sync, method), *args)
+            return await self._lifecycle_async(method, *args, **kwargs)
+        return await self._call(getattr(self.sync, method), *args, **kwargs)
 
     async def admit(self, admission: Admission) -> AdmitResult:
         admitted: AdmitResult = await self._lifecycle("admit", admission)
@@ -99,14 +105,14 @@ class AsyncStore:
         """Whether :meth:`submit_admission` can queue an admission (the store has an asynchronous group commit)."""
         return self._lifecycle_async is not None
 
-    def submit_admission(self, admission: Admission, holder: str, ttl_ms: int,
-                         now_ms: int) -> asyncio.Future[AdmitResult]:
-        """Queue a new run's admission, claimed by ``holder``, for the group commit and return at once (only
-        when :attr:`admits_queued`): the future settles once it committed — admitted means claimed. The body's
-        own writes, queued after it, commit after it (FIFO per run)."""
+    def submit_admission(self, admission: Admission, holder: str, now_ms: int) -> asyncio.Future[AdmitResult]:
+        """Queue a new run's admission, claimed by ``holder`` (fencing token 1) for the journal's lease, for the
+        group commit and return at once (only when :attr:`admits_queued`): the future settles once it
+        committed — admitted means claimed. The body's own writes, queued after it, commit after it (FIFO per
+        run)."""
         assert self._lifecycle_async is not None
         admitting: asyncio.Future[AdmitResult] = self._lifecycle_async(
-            "admit", admission, claim=Claim(holder, now_ms + ttl_ms))
+            "admit", admission, claim=Claim(holder, now_ms + self.claim_ttl_ms))
         return admitting
 
     async def read_run(self, run: str) -> RunRecord | None:
@@ -130,10 +136,11 @@ class AsyncStore:
     async def read_entries(self, run: str) -> list[Entry]:
         return await self._call(self.sync.read_entries, run)
 
-    async def park(self, run: str, parked: Parked, chain: WriteChain | None = None) -> RunRecord:
-        if chain is not None:  # only a store that made the chain takes it
+    async def park(self, run: str, parked: Parked, chain: WriteChain | None = None,
+                   fence: Fence | None = None) -> RunRecord:
+        if chain is not None:  # only a store that made the chain takes it (and its fence)
             return await self._lifecycle_async("park", run, parked, chain=chain)  # type: ignore[no-any-return,misc]
-        record: RunRecord = await self._lifecycle("park", run, parked)
+        record: RunRecord = await self._lifecycle("park", run, parked, fence=fence)
         return record
 
     async def unpark(self, run: str) -> bool:
@@ -147,19 +154,29 @@ class AsyncStore:
         future: asyncio.Future[RunRecord] = self._lifecycle_async("complete", run, outcome, chain=chain)
         return future
 
-    async def complete(self, run: str, outcome: Outcome) -> RunRecord:
-        record: RunRecord = await self._lifecycle("complete", run, outcome)
+    async def complete(self, run: str, outcome: Outcome, fence: Fence | None = None) -> RunRecord:
+        record: RunRecord = await self._lifecycle("complete", run, outcome, fence=fence)
         return record
 
-    async def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
-        claimed: bool = await self._lifecycle("claim", run, holder, ttl_ms, now_ms)
-        return claimed
+    async def claim(self, run: str, holder: str, now_ms: int) -> Fence | None:
+        """Take the claim for the journal's lease: the fence an execution then writes through, or None if
+        refused."""
+        token: int | None = await self._lifecycle("claim", run, holder, self.claim_ttl_ms, now_ms)
+        return None if token is None else Fence(holder, token)
 
-    async def release(self, run: str, holder: str) -> None:
-        await self._call(self.sync.release, run, holder)
+    async def renew(self, run: str, fence: Fence, now_ms: int) -> bool:
+        renewed: bool = await self._call(self.sync.renew, run, fence, self.claim_ttl_ms, now_ms)
+        return renewed
 
-    async def update_run(self, run: str, **fields: Any) -> RunRecord:
-        return await self._call(lambda: self.sync.update_run(run, **fields))
+    async def release(self, run: str, fence: Fence) -> None:
+        """Release the claim ``fence`` holds (nothing if it holds it no more)."""
+        await self._call(self.sync.release, run, fence.holder, fence.token)
+
+    async def update_run(self, run: str, *, fence: Fence | None = None, **fields: Any) -> RunRecord:
+        return await self._call(lambda: self.sync.update_run(run, fence=fence, **fields))
+
+    async def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
+        return await self._call(self.sync.deliver, token, value, v)
 
     async def due_runs(self, now_ms: int, limit: int) -> list[str]:
         return await self._call(self.sync.due_runs, now_ms, limit)

@@ -11,7 +11,7 @@ from telo.engine.interpreter import run_steps
 from telo.engine.steps import compile_steps
 from telo.engine.zones import IDEMPOTENT, Zone
 from telo.errors import TeloError
-from telo.runtime.contracts import contract_for
+from telo.runtime.contracts import SchemaValidator, contract_for, schema_of
 from telo.runtime.resource import Resource
 
 IDEMPOTENT_REASON = ("the author asserts re-running this region is observably a no-op; this resource's `reason:` "
@@ -62,6 +62,15 @@ class Await(Resource):
 
     async def init(self) -> None:
         self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
+        self.payload_schema = schema_of(self.app, self.config.get("outputType"))
+        self._payload = None if self.payload_schema is None else SchemaValidator(self.payload_schema,
+                                                                                 "ERR_DURABLE_PAYLOAD_INVALID")
+
+    def check_delivery(self, payload: Any) -> Any:
+        """The payload a replayed step hands the body, checked against ``outputType`` (telo.durable.waits)."""
+        if self._payload is None:
+            return payload
+        return self._payload.validate(payload, where=f"the payload delivered to Durable.Await {self.name!r}")
 
     async def invoke(self, inputs: Any) -> Any:
         scope = self.call_scope(inputs)
@@ -76,6 +85,7 @@ class Await(Resource):
             token=(lambda: token_ev.evaluate(scope)) if token_ev is not None else None,
             timeout_ms=duration_ms(timeout, f"Durable.Await {self.name!r}.timeout") if timeout is not None else None,
             clock=self.app.clock,
+            schema=self.payload_schema,
         )
 
 
@@ -84,6 +94,15 @@ class Value(Resource):
 
     async def init(self) -> None:
         self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
+        self.payload_schema = schema_of(self.app, self.config.get("outputType"))
+        self._payload = None if self.payload_schema is None else SchemaValidator(self.payload_schema,
+                                                                                 "ERR_DURABLE_PAYLOAD_INVALID")
+
+    def check_delivery(self, payload: Any) -> Any:
+        """The payload a replayed step hands the body, checked against ``outputType`` (telo.durable.waits)."""
+        if self._payload is None:
+            return payload
+        return self._payload.validate(payload, where=f"the payload delivered to Durable.Await {self.name!r}")
 
     async def invoke(self, inputs: Any) -> Any:
         ev = self.field("value")

@@ -36,11 +36,12 @@ from telo.durable.renewals import renew_while_executing
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
 from telo.engine.steps import Evaluable, Step
-from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
+from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
-from telo.journal.chain import ChainBroken, ClaimLost
+from telo.journal.chain import ChainBroken
+from telo.journal.claims import ClaimLost, Fence
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
 
 log = logging.getLogger("telo.durable")
@@ -108,19 +109,20 @@ async def execute_run(
     body: WorkflowBody,
     call_inputs: Any,
     *,
-    holder: str,
+    fence: Fence,
     services: Services | None = None,
     clock: Clock = SYSTEM_CLOCK,
     on_handle: Callable[[LocalRunHandle], None] | None = None,
     fresh: bool = False,
 ) -> Execution:
-    """Execute (or continue) ``run``; the caller has admitted it and holds its claim under ``holder``.
+    """Execute (or continue) ``run``; the caller has admitted it and holds its claim, ``fence``: every write of
+    the execution goes through it, and the execution stops should the run be granted to another.
 
     ``fresh``: the caller admitted the run just now, so its journal is known to be empty (nothing to read).
     With tracing enabled (:mod:`telo.observability`), the execution runs inside its run span."""
     tracer = observability.run_tracer()
     if tracer is None:
-        return await _execute_run(store, run, body, call_inputs, holder=holder, services=services, clock=clock,
+        return await _execute_run(store, run, body, call_inputs, fence=fence, services=services, clock=clock,
                                   on_handle=on_handle, fresh=fresh)
     with tracer.run_span(run, body.name) as span:
 
@@ -129,7 +131,7 @@ async def execute_run(
             if on_handle is not None:
                 on_handle(handle)
 
-        execution = await _execute_run(store, run, body, call_inputs, holder=holder, services=services,
+        execution = await _execute_run(store, run, body, call_inputs, fence=fence, services=services,
                                        clock=clock, on_handle=observe, fresh=fresh)
         span.finish(execution)
         return execution
@@ -141,7 +143,7 @@ async def _execute_run(
     body: WorkflowBody,
     call_inputs: Any,
     *,
-    holder: str,
+    fence: Fence,
     services: Services | None,
     clock: Clock,
     on_handle: Callable[[LocalRunHandle], None] | None,
@@ -154,8 +156,7 @@ async def _execute_run(
         state = await asyncio.to_thread(eventlog.recover, store.sync, run)
     else:
         state = eventlog.recover(store.sync, run)
-    handle = LocalRunHandle(store, state, clock=clock)
-    handle.holder = holder
+    handle = LocalRunHandle(store, state, clock=clock, fence=fence)
     if body.durability == "eager":
         handle.eager()
     if body.effect_policy is not None:
@@ -167,7 +168,7 @@ async def _execute_run(
         observer(handle)
     LocalRunHandle.executing += 1
     try:
-        return await _run_body(store, run, body, call_inputs, handle, holder=holder, services=services, clock=clock,
+        return await _run_body(store, run, body, call_inputs, handle, fence=fence, services=services, clock=clock,
                                fresh=fresh)
     finally:
         LocalRunHandle.executing -= 1
@@ -175,9 +176,9 @@ async def _execute_run(
 
 
 async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
-                    holder: str, services: Services, clock: Clock, fresh: bool) -> Execution:
+                    fence: Fence, services: Services, clock: Clock, fresh: bool) -> Execution:
     """The body on its root context, then the run settled by how it ended."""
-    renewer = renew_while_executing(store, run, holder, clock)
+    renewer = handle.renewal = renew_while_executing(store.sync, run, fence, clock, store.claim_ttl_ms)
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
     scope: dict[str, Any] = {}
@@ -204,21 +205,21 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
     except Suspension:
         # The park record kept the claim while other branches ran on (see LocalRunHandle.park); the body has
         # now unwound, so the run is free for whoever wakes it.
-        await store.release(run, holder)
+        await store.release(run, fence)
         return _done(run, "parked", handle)
-    except RunCancelled:
-        return _done(run, "cancelled", handle)
-    except (ClaimLost, ChainBroken) as exc:
-        return _interrupted(run, handle, exc)
+    except ExecutionHalted as halt:
+        return await _halted(store, run, handle, halt.cause)
+    except (RunCancelled, ClaimLost, ChainBroken) as exc:  # raised outside a step (the digest check)
+        return await _halted(store, run, handle, exc)
     except TeloError as exc:
-        if exc.code == "ERR_DURABLE_RUN_CANCELLED":
-            return _done(run, "cancelled", handle)
         return await _fail(store, run, handle, exc.code, exc.message, counts())
     except Exception as exc:
         log.exception("durable.body.crashed", extra={"durable.run": run})
         return await _fail(store, run, handle, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", counts())
     finally:
-        await renewer.stop()
+        renewer.stop()
+    if handle.halted is not None:  # something in the body swallowed the halt: it stops all the same
+        return await _halted(store, run, handle, handle.halted.cause)
     if handle.latched is not None:
         s = handle.latched
         return await _fail(
@@ -242,7 +243,7 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
     try:
         record = await _complete(store, handle, run, outcome)
     except (ClaimLost, ChainBroken) as exc:
-        return _interrupted(run, handle, exc)
+        return await _halted(store, run, handle, exc)
     execution = _done(run, "completed", handle)
     execution.result, execution.record = result, record
     return execution
@@ -265,7 +266,8 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
     if old_value == current.value:
         record = await store.read_run(run)
         if record is not None and record.digest_scope != current.scope:
-            await store.update_run(run, manifest_digest=current.value, digest_scope=current.scope)
+            await store.update_run(run, fence=handle.fence, manifest_digest=current.value,
+                                   digest_scope=current.scope)
         return
     holds = 0
     while handle.recorded(held_path(holds)) is not None:
@@ -274,7 +276,8 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
         if held is not None and accepted is not None and held.decode(run).get("digest") == current.value:
             record = await store.read_run(run)
             if record is not None and record.manifest_digest != current.value:
-                await store.update_run(run, manifest_digest=current.value, digest_scope=current.scope)
+                await store.update_run(run, fence=handle.fence, manifest_digest=current.value,
+                                       digest_scope=current.scope)
             return  # accepted by an operator: continue with the new manifest
         holds += 1
     diff = changes(old_map, current.resources)
@@ -295,7 +298,7 @@ async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome
     them (one group commit more at most, rather than a wait for them and then a commit of its own), and is
     refused should one of them have failed."""
     if handle.chain is None or not handle.pending:
-        return await store.complete(run, outcome)
+        return await store.complete(run, outcome, handle.fence)
     completing = store.submit_complete(run, outcome, handle.chain)
     handle.commit_if_alone()
     try:
@@ -307,14 +310,22 @@ async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome
     return record
 
 
-def _interrupted(run: str, handle: LocalRunHandle, exc: TeloError) -> Execution:
-    """This execution stops without settling the run: a deferred append failed or lost a race to another
-    execution, so what it did since is not (all) in the journal. The run continues from the journal — in the
-    execution holding its claim, or when it is next resumed."""
-    log.warning("durable.execution.interrupted", extra={"durable.run": run, "error.code": exc.code,
-                                                         "error.message": exc.message})
+async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: BaseException) -> Execution:
+    """This execution stops without settling the run (telo.engine.suspend.ExecutionHalted): it was cancelled,
+    or its claim is no longer its own, or a write of it failed, so what it did since is not (all) in the journal.
+    The run continues from the journal — in the execution holding its claim, or when it is next resumed."""
+    if isinstance(cause, RunCancelled):
+        return _done(run, "cancelled", handle)
+    with contextlib.suppress(Exception):  # a cancel clears the claim: its writes are refused as ClaimLost
+        record = await store.read_run(run)
+        if record is not None and record.status == "cancelled":
+            return _done(run, "cancelled", handle)
+    code = str(getattr(cause, "code", "INTERNAL_ERROR"))
+    message = str(getattr(cause, "message", cause))
+    log.warning("durable.execution.interrupted", extra={"durable.run": run, "error.code": code,
+                                                         "error.message": message})
     execution = _done(run, "running", handle)
-    execution.error = {"code": exc.code, "message": exc.message}
+    execution.error = {"code": code, "message": message}
     return execution
 
 
@@ -341,7 +352,11 @@ def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
 
 async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, message: str,
                 counts: Mapping[str, Any]) -> Execution:
-    record = await store.complete(run, Outcome("failed", None, None, {"code": code, "message": message}, **counts))
+    try:
+        record = await store.complete(run, Outcome("failed", None, None, {"code": code, "message": message},
+                                                   **counts), handle.fence)
+    except ClaimLost as exc:  # another execution holds the run now: its outcome is the run's
+        return await _halted(store, run, handle, exc)
     execution = _done(run, "failed", handle)
     execution.error, execution.record = {"code": code, "message": message}, record
     return execution

@@ -18,11 +18,12 @@ from typing import Any, Final, NoReturn
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.durable import effects
+from telo.durable import effects, failures
 from telo.durable.aio import AsyncStore
+from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
 from telo.engine.handle import Execute
-from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
+from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
 from telo.errors import (
     ERR_DURABLE_UNJOURNALABLE_VALUE,
@@ -34,7 +35,7 @@ from telo.errors import (
 )
 from telo.journal import cancels
 from telo.journal.chain import ChainBroken, lost_race
-from telo.journal.claims import DEFAULT_TTL_MS
+from telo.journal.claims import ClaimLost, Fence
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import CODEC_VERSION, Entry, Parked
 from telo.targets import targets_match
@@ -67,6 +68,11 @@ class RunCancelled(DurableError):
     default_code = RUN_CANCELLED
 
 
+# What stops an execution rather than fails its body (telo.engine.suspend.ExecutionHalted): raised by the
+# journal, or by the handle itself, they reach the body only as a halt no catch can see.
+_HALTING = (ClaimLost, ChainBroken, RunCancelled)
+
+
 class LocalRunHandle:
     """A :class:`telo.engine.handle.RunHandle` over a journal store, for one execution of one run."""
 
@@ -74,7 +80,8 @@ class LocalRunHandle:
     #: its queued writes on the loop's thread when it must wait for them
     executing = 0
 
-    def __init__(self, store: AsyncStore, state: RunState, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, store: AsyncStore, state: RunState, *, clock: Clock = SYSTEM_CLOCK,
+                 fence: Fence | None = None) -> None:
         self.run_id = state.run
         self.store = store
         self.clock = clock
@@ -87,14 +94,18 @@ class LocalRunHandle:
         self.collapse_reasons: list[str] = []
         self._reported: set[int] = set()
         self._cancelled = False
-        self.holder: str | None = None  # the claim this execution holds (kept across a branch's park)
+        # The claim this execution holds: every write goes through it (telo.journal.claims "Fencing"), and its
+        # renewal (telo.durable.renewals) is checked before each effect.
+        self.fence = fence
+        self.renewal: Renewal | None = None
+        self.halted: ExecutionHalted | None = None  # latched like a suspension: see _halt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
         self.on_step: Callable[[str, str, Mapping[str, str] | None], None] | None = None
         # Deferred appends (telo.journal.chain): None when the store cannot defer, or the workflow asked for
         # every append to be durable before the body goes on (``durability: eager``).
-        self.chain = store.chain(self.run_id)
+        self.chain = store.chain(self.run_id, fence)
         # (number, entry, future) in append order; numbers let concurrent branches wait for "up to here"
         self._pending: deque[tuple[int, Entry, asyncio.Future[Entry]]] = deque()
         self._appended = 0
@@ -119,6 +130,11 @@ class LocalRunHandle:
 
     def recorded(self, path: str) -> Entry | None:
         return self.entries.get(path)
+
+    def delivered(self, path: str) -> bool:
+        """Is the entry at ``path`` a delivery (a step entry written by a deliverer, with no target)?"""
+        entry = self.entries.get(path)
+        return entry is not None and entry.kind == "step" and entry.target is None
 
     def _entry(self, path: str, make: Callable[[str], Entry]) -> Entry:
         try:
@@ -161,7 +177,7 @@ class LocalRunHandle:
         else:
             if self._pending:
                 await self.flush()  # an awaited append never commits over a failed deferred one
-            stored = await self.store.append(self.run_id, entry)
+            stored = await self.store.append(self.run_id, entry, self.fence)
         logical = Entry(path, stored.kind, stored.value, stored.v, stored.decision, stored.target, stored.seq)
         self.entries[path] = logical
         if stored.value != entry.value or stored.v != entry.v:  # an earlier execution's (first writer wins)
@@ -212,7 +228,8 @@ class LocalRunHandle:
 
     async def flush(self) -> None:
         """A barrier: return once every pending append is durable; raise the first that failed, or
-        ``ERR_DURABLE_CLAIM_LOST`` if one found another execution's value at its path."""
+        ``ERR_DURABLE_CLAIM_LOST`` if one found another execution's value at its path (or was refused because
+        the run's claim is no longer this execution's)."""
         if self._pending:
             await self._settle(self._pending[-1][0])
 
@@ -245,16 +262,30 @@ class LocalRunHandle:
             if self.on_step:
                 self.on_step("replayed", path, target)
             return existing.decode(self.run_id)
+        failed = self.entries.get(paths.failure_path(path)) if self.opened else None
+        if failed is not None:  # its failure receipt: the same error, the effect not executed again
+            self.replayed_steps += 1
+            if self.on_step:
+                self.on_step("replayed", path, target)
+            raise failures.replayed(failed.decode(self.run_id))
+        try:
+            return await self._execute_step(path, target, execute)
+        except _HALTING as exc:
+            self._halt(exc)
+
+    async def _execute_step(self, path: str, target: Mapping[str, str] | None, execute: Execute) -> Any:
+        """A step with no entry: settle an unconfirmed earlier attempt, make sure this execution still holds
+        the run, execute, record the receipt."""
         await self.check_cancelled_async()
         resume: tuple[int, int | None] = _FIRST_ATTEMPT
         policy = self._policy(target)
         if self.opened and paths.inputs_path(path) in self.opened:  # an earlier execution's intent, no receipt
             state = effects.effect_state(path, self.entries, self.run_id)
             if state.unconfirmed and not policy.implicit:
-                receipt = await self._resolve_unconfirmed(path, target, state)
-                if receipt is not None:
-                    return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, receipt[0])),
-                                              receipt[0])
+                known = await self._resolve_unconfirmed(path, target, state)
+                if known is not None:
+                    return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, known[0])),
+                                              known[0])
             resume = (state.next_attempt, state.due_at)
         ctx = current()
         guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
@@ -265,24 +296,55 @@ class LocalRunHandle:
             # effect needs no such wait: a crash before its intent is durable re-executes it with the same
             # idempotency key, exactly what its policy does after a crash inside it.
             await self.flush()
+        await self._still_holding()
         if self.on_step:
             self.on_step("executing", path, target)
         faults.point("before-effect")
-        if resume == _FIRST_ATTEMPT and ctx.extra(RESUME_ATTEMPT, _FIRST_ATTEMPT) == _FIRST_ATTEMPT:
-            value = await execute()  # (what the context says already: nothing to derive, the common case)
-        else:
-            with entered(derive(ctx, extra=(RESUME_ATTEMPT, resume))):
-                value = await execute()
-        faults.point("after-effect-before-entry")
-        self.executed_steps += 1
+        try:
+            if resume == _FIRST_ATTEMPT and ctx.extra(RESUME_ATTEMPT, _FIRST_ATTEMPT) == _FIRST_ATTEMPT:
+                value = await execute()  # (what the context says already: nothing to derive, the common case)
+            else:
+                with entered(derive(ctx, extra=(RESUME_ATTEMPT, resume))):
+                    value = await execute()
+            faults.point("after-effect-before-entry")
+            self.executed_steps += 1
+            receipt = self._entry(path, lambda p: Entry.step(p, target, value))
+        except Exception as exc:  # the effect's outcome is a failure: that is its receipt
+            await self._record_failure(path, exc, wait=guarded)
+            raise
         # Its receipt too, for such an effect: the window in which a crash leaves it unconfirmed — for an
         # operator or a lookup to resolve — stays one commit long, as it was before the effect began.
-        stored = await self._append(path, self._entry(path, lambda p: Entry.step(p, target, value)), value,
-                                    wait=guarded)
+        stored = await self._append(path, receipt, value, wait=guarded)
         if faults.armed("after-entry"):
             await self.flush()
         faults.point("after-entry")
         return stored
+
+    async def _record_failure(self, path: str, exc: Exception, *, wait: bool) -> None:
+        """Record the failure receipt of the step at ``path`` (telo.durable.failures), then let the caller
+        re-raise — the rebuilt error instead of ``exc`` when the record had to leave something out."""
+        record, error = failures.failure_of(exc)
+        where = paths.failure_path(path)
+        await self._append(where, self._entry(where, lambda p: Entry.decided(p, failures.FAILURE_DECISION, record)),
+                           record, wait=wait)
+        if error is not exc:
+            raise error from exc
+
+    async def _still_holding(self) -> None:
+        """Before an effect: stop (ClaimLost) if a deferred write already told that the run is another
+        execution's, or if the lease may have lapsed unseen and renewing it now finds it taken."""
+        chain = self.chain
+        if chain is not None and chain.broken is not None:
+            await self.flush()  # raises what broke the chain
+        if self.renewal is not None:
+            await self.renewal.check()
+
+    def _halt(self, exc: BaseException) -> NoReturn:
+        """Stop this execution: latched first, so that a body swallowing the signal is caught out (as a park)."""
+        halt = ExecutionHalted(exc)
+        if self.halted is None:
+            self.halted = halt
+        raise halt from exc
 
     async def decide(self, path: str, kind: str, compute: Callable[[], Any], *, wait: bool = False) -> Any:
         existing = self.entries.get(path)
@@ -295,8 +357,11 @@ class LocalRunHandle:
         # mid-retry then neither resets the budget nor repeats a delay, and an attempt of an effect that must
         # not be repeated blindly is seen as started (event-log spec §2). Retries are rare: no cost to speak of.
         wait = wait or kind in _WAITED_KINDS
-        stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), value,
-                                    wait=wait)
+        try:
+            stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), value,
+                                        wait=wait)
+        except _HALTING as exc:
+            self._halt(exc)
         if kind == "inputs" and faults.armed("after-inputs-decision"):
             await self.flush()
             faults.point("after-inputs-decision")
@@ -306,7 +371,11 @@ class LocalRunHandle:
         """Record a decision whose frame is known already — the same in every run of a workflow (its manifest
         digest) — as it is, rather than encode it again. Nothing when one is recorded at ``path`` already."""
         if path not in self.entries:
-            await self._append(path, Entry(self._storage(path), "decision", frame, CODEC_VERSION, kind, None), value)
+            try:
+                await self._append(path, Entry(self._storage(path), "decision", frame, CODEC_VERSION, kind, None),
+                                   value)
+            except _HALTING as exc:
+                self._halt(exc)
 
     async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
         signal = Suspension(self.run_id, where, until)
@@ -314,20 +383,21 @@ class LocalRunHandle:
         faults.point("before-park-record")
         # Queued behind the pending appends and refused if one failed: no wait for them first.
         parked = Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
-        if self._pending and self.chain is not None:
-            try:
-                await self.store.park(self.run_id, parked, self.chain)
-            except ChainBroken:
-                await self.flush()  # raises what broke the chain
-                raise
-            await self.flush()
-        else:
-            await self.store.park(self.run_id, parked)
-        if self.holder is not None:
-            # A store's park releases the claim, but this body may still be running sibling branches of a
-            # fan-out (spec §7.8): keep the run claimed until the whole body has unwound, so no worker woken by
-            # a delivery executes those branches a second time meanwhile.
-            await self.store.claim(self.run_id, self.holder, DEFAULT_TTL_MS, self.clock.now_ms())
+        # A fenced park keeps the claim: this body may still be running sibling branches of a fan-out (spec
+        # §7.8), so the run stays claimed until the whole body has unwound (the execution then releases it),
+        # and no worker woken by a delivery executes those branches a second time meanwhile.
+        try:
+            if self._pending and self.chain is not None:
+                try:
+                    await self.store.park(self.run_id, parked, self.chain)
+                except ChainBroken:
+                    await self.flush()  # raises what broke the chain
+                    raise
+                await self.flush()
+            else:
+                await self.store.park(self.run_id, parked, fence=self.fence)
+        except _HALTING as exc:
+            self._halt(exc)
         faults.point("after-park-record")
         log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,
                                         "durable.resource": where.resource})

@@ -7,8 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from telo.errors import TeloError
+from telo.journal.claims import DEFAULT_TTL_MS, MIN_TTL_MS
 from telo.journal.store import Store
 from telo.runtime.resource import Resource
+from telo.values.plain import parse_cel_duration
 
 if TYPE_CHECKING:
     from telo.runtime.app import Application
@@ -31,12 +34,35 @@ class Journal(Resource):
         """Use ``store`` instead of opening the configured journal (``telo.load(..., journal=URL)``). The caller
         keeps ownership: teardown leaves it open."""
         self._store, self._borrowed = store, True
+        store.claim_ttl_ms = self.claim_ttl_ms()
 
     @property
     def store(self) -> Store:
         if self._store is None:
             self._store = self.open()
+            self._store.claim_ttl_ms = self.claim_ttl_ms()
         return self._store
+
+    def claim_ttl_ms(self) -> int:
+        """``claimTtl``: the lease of this journal's claims (telo.journal.claims), 60 s unless configured."""
+        raw = self.config.get("claimTtl")
+        if raw is None:
+            return DEFAULT_TTL_MS
+        where = f"{self.kind} {self.name!r}.claimTtl"
+        text = compile_time(self.app, raw, where)
+        try:  # the schema's duration pattern holds: ms|s|m|h|d
+            ttl = parse_cel_duration(str(text), extra_units={"d": 86_400 * 10**9}).total_nanos() // 1_000_000
+        except ValueError as exc:
+            raise TeloError("ERR_JOURNAL_CONFIG_INVALID", f"{where}: {exc}", hint="write e.g. claimTtl: 10s") from exc
+        if ttl < MIN_TTL_MS:
+            raise TeloError(
+                "ERR_JOURNAL_CONFIG_INVALID",
+                f"{where} is {ttl} ms; a claim's lease must be at least {MIN_TTL_MS} ms",
+                hint="claims are renewed every third of the lease: a shorter one turns an ordinary pause "
+                "(a GC, a loaded machine) into a takeover; write e.g. claimTtl: 10s",
+                data={"claimTtl": ttl, "minimum": MIN_TTL_MS},
+            )
+        return ttl
 
     def open(self) -> Store:
         raise NotImplementedError

@@ -1,99 +1,148 @@
-"""Claim renewal for executing runs (reference §6 "Claims": renew every 20 s, TTL 60 s).
+"""Claim renewal for executing runs (reference §6 "Claims"; :mod:`telo.journal.claims` "Fencing").
 
-Every execution on an event loop registers its claim here, and ONE timer per loop renews those held for a
-renewal period. Why not a timer (or a task) per execution: most runs finish long before their first renewal,
-and setting and cancelling a timer per run was a measurable share of a short run's cost (benchmarks/durable.py).
+Every execution registers its claim here, and ONE thread per journal store renews those held for a renewal
+period (a third of the journal's lease), each through its fence. Why a thread, not the event loop: a body that
+blocks its loop (a synchronous call inside an ``async def`` step, a long CPU-bound stretch) would otherwise
+stop renewals, and its claim would lapse while its holder is alive and about to run its next effect. Why one
+thread for many claims, not a timer per execution: most runs finish long before their first renewal, and
+setting and cancelling a timer per run was a measurable share of a short run's cost (benchmarks/durable.py);
+registering costs a dict insert under a lock.
+
+A renewal can still fail to happen in time: the whole process was paused (SIGSTOP, a VM freeze), or the
+journal was unreachable. So the execution itself checks, before each effect, that its lease has not run out
+unseen (:meth:`Renewal.check`): when the last renewal known to have succeeded is older than two thirds of the
+lease, it renews on the spot, through its fence, and stops with ``ERR_DURABLE_CLAIM_LOST`` if the run was
+granted to another execution meanwhile. A lapse nobody took advantage of is harmless: the fence proves it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import threading
+import time
 import weakref
-from typing import ClassVar, Final
+from typing import ClassVar
 
 from telo import faults
 from telo.clock import Clock
-from telo.durable.aio import AsyncStore
-from telo.journal.claims import DEFAULT_TTL_MS, RENEW_EVERY_MS
+from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence, fence_refused, renew_every_ms
+from telo.journal.store import Store
 
 log = logging.getLogger("telo.durable")
 
-_PERIOD_S: Final = RENEW_EVERY_MS / 1000
-
 
 class Renewal:
-    """One execution's claim, renewed until :meth:`stop`."""
+    """One execution's claim, renewed by its store's keeper thread until :meth:`stop`."""
 
-    __slots__ = ("clock", "due", "holder", "renewals", "renewing", "run", "store")
+    __slots__ = ("clock", "confirmed", "due", "fence", "keeper", "lost", "run", "ttl_s")
 
-    def __init__(self, renewals: _Renewals, store: AsyncStore, run: str, holder: str, clock: Clock,
-                 due: float) -> None:
-        self.renewals = renewals  # the loop's, which renews this claim
-        self.store, self.run, self.holder, self.clock = store, run, holder, clock
-        self.due = due  # loop time of the next renewal
-        self.renewing: asyncio.Task[None] | None = None
+    def __init__(self, keeper: _Keeper, run: str, fence: Fence, clock: Clock, ttl_ms: int) -> None:
+        self.keeper = keeper
+        self.run, self.fence, self.clock = run, fence, clock
+        self.ttl_s = ttl_ms / 1000
+        # monotonic time at which the lease last started for sure: the grant just before registering, then each
+        # successful renewal's start
+        self.confirmed = time.monotonic()
+        self.due = self.confirmed + keeper.period_s  # monotonic time of the next renewal
+        self.lost: ClaimLost | None = None  # set once a renewal found the claim another's
 
-    async def stop(self) -> None:
-        """Stop renewing (the execution ended); waits for a renewal in flight to be cancelled."""
-        self.renewals.held.pop(self, None)
-        renewing, self.renewing = self.renewing, None
-        if renewing is not None:
-            renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
+    def stop(self) -> None:
+        """Stop renewing (the execution ended). A renewal in flight may still land: it is fenced, so it
+        extends nothing once the claim was released or granted again."""
+        self.keeper.remove(self)
 
-    async def renew(self) -> None:
+    def lease_unsure(self) -> bool:
+        """Has the lease possibly run out since it was last known renewed (a pause, a failing journal)?"""
+        return time.monotonic() - self.confirmed > self.ttl_s * 2 / 3
+
+    async def check(self) -> None:
+        """Before an effect: raise ``ClaimLost`` if the claim is known lost, or — when the lease may have
+        lapsed unseen — unless renewing it now through the fence succeeds."""
+        if self.lost is None and self.lease_unsure():
+            await asyncio.to_thread(self.renew_now)
+        if self.lost is not None:
+            raise self.lost
+
+    def renew_now(self) -> bool:
+        """Renew through the fence (on the calling thread); False, with :attr:`lost` set, if refused."""
+        started = time.monotonic()
         faults.point("before-claim-renewal")
-        try:
-            if not await self.store.claim(self.run, self.holder, DEFAULT_TTL_MS, self.clock.now_ms()):
-                log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.holder})
-        except Exception:  # a transient journal error must not kill the body; the next renewal retries
-            log.warning("durable.claim.renew_failed", extra={"durable.run": self.run}, exc_info=True)
-        finally:
-            self.renewing = None
+        if self.keeper.store.renew(self.run, self.fence, int(self.ttl_s * 1000), self.clock.now_ms()):
+            self.confirmed = max(self.confirmed, started)
+            return True
+        record = self.keeper.store.read_run(self.run)
+        claim = None if record is None else record.claim
+        self.lost = fence_refused(self.run, self.fence, "renewing the claim", claim.holder if claim else None,
+                                  None if record is None else record.fence)
+        log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.fence.holder,
+                                                  "durable.fence": self.fence.token,
+                                                  "error.code": ERR_DURABLE_CLAIM_LOST})
+        return False
 
 
-def renew_while_executing(store: AsyncStore, run: str, holder: str, clock: Clock) -> Renewal:
-    """Register an execution's claim; call :meth:`Renewal.stop` when the execution ends."""
-    return _Renewals.of(asyncio.get_running_loop()).add(store, run, holder, clock)
+def renew_while_executing(store: Store, run: str, fence: Fence, clock: Clock, ttl_ms: int) -> Renewal:
+    """Register an execution's claim with its store's keeper; call :meth:`Renewal.stop` when it ends."""
+    return _Keeper.of(store, ttl_ms).add(run, fence, clock, ttl_ms)
 
 
-class _Renewals:
-    """The claims held on one loop, in the order they come due (a dict as an ordered set), and its timer."""
+class _Keeper:
+    """The claims held through one store, in the order they come due (a dict as an ordered set), and the
+    thread renewing them."""
 
-    _by_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Renewals]] = weakref.WeakKeyDictionary()
+    _by_store: ClassVar[weakref.WeakKeyDictionary[Store, _Keeper]] = weakref.WeakKeyDictionary()
+    _lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self, store: Store, ttl_ms: int) -> None:
+        self.store = store
+        self.period_s = renew_every_ms(ttl_ms) / 1000
         self.held: dict[Renewal, None] = {}
-        self.timer: asyncio.TimerHandle | None = None
+        self.wake = threading.Condition(threading.Lock())
+        self.thread: threading.Thread | None = None
 
     @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> _Renewals:
-        renewals = cls._by_loop.get(loop)
-        if renewals is None:
-            renewals = cls._by_loop[loop] = cls(loop)
-        return renewals
+    def of(cls, store: Store, ttl_ms: int) -> _Keeper:
+        with cls._lock:
+            keeper = cls._by_store.get(store)
+            if keeper is None:
+                keeper = cls._by_store[store] = cls(store, ttl_ms)
+            return keeper
 
-    def add(self, store: AsyncStore, run: str, holder: str, clock: Clock) -> Renewal:
-        renewal = Renewal(self, store, run, holder, clock, self.loop.time() + _PERIOD_S)
-        self.held[renewal] = None  # due after every claim held already: the dict stays in due order
-        if self.timer is None:
-            self.timer = self.loop.call_at(renewal.due, self._tick)
+    def add(self, run: str, fence: Fence, clock: Clock, ttl_ms: int) -> Renewal:
+        renewal = Renewal(self, run, fence, clock, ttl_ms)
+        with self.wake:
+            idle = not self.held
+            self.held[renewal] = None  # due after every claim held already: the dict stays in due order
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name=f"telo-claims:{self.store.kind}",
+                                               daemon=True)
+                self.thread.start()
+            elif idle:
+                self.wake.notify()
         return renewal
 
-    def _tick(self) -> None:
-        self.timer = None
-        now = self.loop.time()
-        for renewal in list(self.held):
-            if renewal.due > now:
-                break
-            del self.held[renewal]  # re-added at the end: due again a period from now
-            renewal.due = now + _PERIOD_S
-            self.held[renewal] = None
-            if renewal.renewing is None:  # (one still in flight after a period: skip this round)
-                renewal.renewing = self.loop.create_task(renewal.renew())
-        if self.held:
-            self.timer = self.loop.call_at(next(iter(self.held)).due, self._tick)
+    def remove(self, renewal: Renewal) -> None:
+        with self.wake:
+            self.held.pop(renewal, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self.wake:
+                while not self.held:
+                    self.wake.wait()
+                first = next(iter(self.held))
+                delay = first.due - time.monotonic()
+                if delay > 0:
+                    self.wake.wait(delay)
+                    continue
+                del self.held[first]  # re-added at the end, due a period from now, unless lost
+                first.due = time.monotonic() + self.period_s
+                self.held[first] = None
+            self._renew(first)
+
+    def _renew(self, renewal: Renewal) -> None:
+        try:
+            if not renewal.renew_now():
+                self.remove(renewal)
+        except Exception:  # a transient journal error: the next period retries, and the body checks its lease
+            log.warning("durable.claim.renew_failed", extra={"durable.run": renewal.run}, exc_info=True)

@@ -3,12 +3,20 @@
 
 Each wait pins its inputs through ``decide`` on the RAW handle (a collapsed region still records them,
 reference §4), then parks at the path of the step that dispatched it. A delivery writes a step entry at the
-park path and unparks; the replayed step then returns the payload and the wait is never re-entered.
+park path and unparks, in one store operation (exactly one of racing deliveries wins); the replayed step
+then returns the payload and the wait is never re-entered.
+
+**Typed deliveries.** An Await with an ``outputType`` records its JSON schema beside its park
+(``<step>/@payloadSchema``) before parking, so that every delivery path — ``telo deliver``, the dashboard, the
+Python API, ``Local.Deliver``, another process with no manifest at hand — validates the payload against it
+BEFORE the token is spent: a refused payload (``ERR_DURABLE_PAYLOAD_INVALID``) leaves the token usable. The
+Await's step validates the payload it hands the body on replay too (telo.engine.interpreter), so a payload
+that reached the journal some other way (an older writer, an upstream process) fails the step, never the body.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from telo import faults, paths
@@ -19,8 +27,9 @@ from telo.engine.handle import RunHandle
 from telo.engine.interpreter import suspend_allowed
 from telo.engine.suspend import ParkUntil, ParkWhere
 from telo.errors import NoRun, TeloError
-from telo.journal.model import Entry
+from telo.journal.model import CODEC_VERSION, RunRecord, encode_value
 from telo.journal.store import Store
+from telo.runtime.contracts import SchemaValidator
 
 
 def require_handle(resource: str, kind: str) -> RunHandle:
@@ -54,8 +63,9 @@ async def sleep(resource: str, *, for_ms: int | None = None, until_ms: int | Non
 
 
 async def await_delivery(resource: str, *, token: Callable[[], Any] | None = None, timeout_ms: int | None = None,
-                         clock: Clock = SYSTEM_CLOCK) -> Any:
-    """``Durable.Await``: decide the token (and deadline), park on them; a delivery supplies the result."""
+                         clock: Clock = SYSTEM_CLOCK, schema: Mapping[str, Any] | None = None) -> Any:
+    """``Durable.Await``: decide the token (and deadline), park on them; a delivery supplies the result.
+    ``schema``: the JSON schema of its ``outputType``, recorded for the deliverers (module docstring)."""
     handle = require_handle(resource, "Durable.Await")
     here = dispatch_path(resource)
 
@@ -80,6 +90,8 @@ async def await_delivery(resource: str, *, token: Callable[[], Any] | None = Non
                 data={"resource": resource, "token": wake_token, "deadline": deadline},
             )
     suspend_allowed(resource)
+    if schema is not None:
+        await handle.decide(paths.payload_schema_path(here), "schema", lambda: dict(schema))
     await handle.park(ParkWhere(here, resource), ParkUntil(token=wake_token, at=deadline))
 
 
@@ -91,14 +103,34 @@ async def pinned_value(resource: str, compute: Callable[[], Any]) -> Any:
 
 def deliver(store: Store, token: str, payload: Any) -> dict[str, Any]:
     """Write the payload at the run's park path and unpark it; the body is continued by a worker or a
-    resubmission, never here (reference §6 "Local.Deliver"). A spent or unknown token delivers nothing."""
+    resubmission, never here (reference §6 "Local.Deliver"). A spent or unknown token delivers nothing, and of
+    racing deliveries to one token exactly one is answered ``delivered: true``. The payload is checked against
+    the schema the Await recorded (module docstring) before anything is written."""
     if not isinstance(token, str) or not token:
         raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", "a delivery needs a non-empty token",
                         hint="pass the token the await parked on (see `telo status RUN`)")
     record = store.run_parked_on(token)
     if record is None or record.parked is None:
         return {"delivered": False}
-    store.append(record.run, Entry.step(record.parked.path, None, payload))
+    schema = recorded_schema(store, record)
+    if schema is not None:
+        SchemaValidator(schema, "ERR_DURABLE_PAYLOAD_INVALID").validate(
+            payload, where=f"the payload delivered to {token!r} (awaited by {record.parked.resource!r} of run "
+            f"{record.run!r})")
+    text = encode_value(payload)
+    run = store.deliver(token, text, CODEC_VERSION if text is not None else None)
     faults.point("after-delivery-append")
-    store.unpark(record.run)
-    return {"delivered": True, "run": record.run}
+    if run is None:  # another delivery got there first (or the run moved on meanwhile)
+        return {"delivered": False}
+    return {"delivered": True, "run": run}
+
+
+def recorded_schema(store: Store, record: RunRecord) -> Mapping[str, Any] | None:
+    """The payload schema the Await parked at ``record.parked`` recorded, if it recorded one."""
+    assert record.parked is not None
+    where = paths.child(record.parked.path, paths.PAYLOAD_SCHEMA)
+    for entry in store.read_entries(record.run):
+        if entry.path == where:
+            value = entry.decode(record.run)
+            return value if isinstance(value, Mapping) else None
+    return None

@@ -29,7 +29,7 @@ from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
 from telo.errors import TeloError
-from telo.journal.claims import DEFAULT_TTL_MS, Holder
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission
 from telo.runtime.resource import Resource
 
@@ -132,9 +132,9 @@ class Workflow(Resource):
             # the run is durably admitted. The caller gets the run id once it is. (The body's task is created
             # first — it starts only once this one waits — so that it runs before the loop's next iteration
             # wakes the writer thread for the admission: a lone run commits everything at once, itself.)
-            body = self.app.hold(self.run_to_rest(run, inputs, self.holder, fresh=True))
+            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1), fresh=True))
             try:
-                queued = store.submit_admission(admission, self.holder, DEFAULT_TTL_MS, clock.now_ms())
+                queued = store.submit_admission(admission, self.holder, clock.now_ms())
             except BaseException:
                 body.cancel()
                 raise
@@ -162,19 +162,21 @@ class Workflow(Resource):
                                   error.get("message") or f"run {run!r} failed", data={"run": run})
             if record.status in ("cancelled", "scheduled"):
                 return {"runId": run, "attached": True, "status": record.status}
-            if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
+            fence = await store.claim(run, self.holder, clock.now_ms())
+            if fence is None:
                 return {"runId": run, "attached": True, "status": record.status}
             # Resume by resubmission (reference §6): the claim was free, so this call continues the run and
             # answers like a start.
-            self.app.hold(self.run_to_rest(run, inputs, self.holder))
+            self.app.hold(self.run_to_rest(run, inputs, fence))
             return {"runId": run, "started": True, "status": "running"}
-        if not await store.claim(run, self.holder, DEFAULT_TTL_MS, clock.now_ms()):
+        fence = await store.claim(run, self.holder, clock.now_ms())
+        if fence is None:
             return {"runId": run, "attached": True, "status": "running"}
         faults.point("after-admit")
-        self.app.hold(self.run_to_rest(run, inputs, self.holder))
+        self.app.hold(self.run_to_rest(run, inputs, fence))
         return {"runId": run, "started": True, "status": "running"}
 
-    async def run_to_rest(self, run: str, inputs: Any, holder: str, *, fresh: bool = False) -> Execution:
+    async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False) -> Execution:
         """Execute, and while the run parks on TIME only (a durable sleep, a long retry backoff), wait in this
         process and continue it — so ``telo run`` behaves like a script; ``kill -9`` during the wait loses
         nothing, since the park is journaled and a worker or a rerun continues it. A run waiting for a
@@ -182,13 +184,15 @@ class Workflow(Resource):
         store = self.store
         while True:
             try:
-                execution = await self.execute(run, inputs, holder, fresh=fresh)
+                execution = await self.execute(run, inputs, fence, fresh=fresh)
                 fresh = False
             except Exception:
                 log.exception("durable.run.crashed", extra={"durable.run": run})
                 raise
             if execution.status == "failed":
                 self.app.run_failed(run, execution.error or {})
+            elif execution.status == "running" and execution.error is not None:
+                self.app.run_stopped(run, execution.error)
             if execution.status != "parked":
                 return execution
             record = await store.read_run(run)
@@ -197,8 +201,10 @@ class Workflow(Resource):
                 return execution
             if not await self._wait_parked(run, record.due_at):
                 return execution  # cancelled or settled while it waited: nothing to continue
-            if not await store.claim(run, holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
+            again = await store.claim(run, fence.holder, self.app.clock.now_ms())
+            if again is None:
                 return execution  # a worker took it over meanwhile
+            fence = again
 
     async def _wait_parked(self, run: str, due_at: int) -> bool:
         """Wait for a time park to come due, re-reading the run meanwhile: False as soon as it is cancelled or
@@ -216,8 +222,8 @@ class Workflow(Resource):
             if record.status != "parked" or record.due_at != due_at:
                 return True
 
-    async def execute(self, run: str, inputs: Any, holder: str, *, fresh: bool = False) -> Execution:
-        """Continue ``run`` (claimed by ``holder``): the path shared by starts, resubmissions and resumers.
+    async def execute(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False) -> Execution:
+        """Continue ``run`` (claimed under ``fence``): the path shared by starts, resubmissions and resumers.
 
         ``fresh``: admitted and claimed by this very call chain just now — nothing to read first."""
         store = self.store
@@ -226,15 +232,15 @@ class Workflow(Resource):
             # Settled since the caller decided to continue it (a sweep's due list is stale by the time it claims;
             # another process finished the run during an in-process wait): a claim does not stop that, so do
             # not replay the body and settle the run again.
-            await store.release(run, holder)
+            await store.release(run, fence)
             return Execution(run, record.status, record=record)
         if record is not None and record.status in ("scheduled", "parked"):
-            await store.update_run(run, status="running", parked=None, due_at=None)
-        execution = await execute_run(store, run, self.body, inputs, holder=holder, services=self.app.services,
+            await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
+        execution = await execute_run(store, run, self.body, inputs, fence=fence, services=self.app.services,
                                       clock=self.app.clock, fresh=fresh)
         self.executions[run] = execution
         if execution.status == "running":
-            await store.release(run, holder)
+            await store.release(run, fence)
         self.app.events.emit(f"{self.name}.Run{execution.status.capitalize()}",
                              {"run": run, "status": execution.status, "replayedSteps": execution.replayed_steps})
         return execution
@@ -311,15 +317,16 @@ class Resumer(Resource):
         """Claim and continue one due run: 1 if it was continued, 0 if skipped."""
         if self._stopped:
             return 0
-        if not await store.claim(run, self.holder, DEFAULT_TTL_MS, self.app.clock.now_ms()):
+        fence = await store.claim(run, self.holder, self.app.clock.now_ms())
+        if fence is None:
             return 0
         record = await store.read_run(run)
         if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
-            await store.release(run, self.holder)  # settled after due_runs listed it: nothing to continue
+            await store.release(run, fence)  # settled after due_runs listed it: nothing to continue
             return 0
         try:
             inputs = record.decoded_inputs()
-            execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, self.holder)
+            execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, fence)
         except TeloError as exc:
             if exc.code in ("ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"):
                 self.unreadable.add(run)

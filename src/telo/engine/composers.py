@@ -19,7 +19,7 @@ from telo.engine.context import current
 from telo.engine.interpreter import Services, decide, error_shape, predicate, run_steps
 from telo.engine.journaling import journal_for
 from telo.engine.steps import Evaluable, Step
-from telo.engine.suspend import Suspension
+from telo.engine.suspend import ExecutionHalted, Suspension
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE
 
@@ -86,6 +86,7 @@ async def _fan_out(spec: IterationSpec, items: list[Any], base_scope: Mapping[st
     outputs: list[Any] = [None] * len(items)
     failures: list[tuple[int, BaseException]] = []
     parks: list[tuple[int, Suspension]] = []
+    halts: list[ExecutionHalted] = []
     next_index = 0
     lock = asyncio.Lock()
 
@@ -96,6 +97,8 @@ async def _fan_out(spec: IterationSpec, items: list[Any], base_scope: Mapping[st
             outputs[i] = spec.outputs.evaluate(scope) if spec.outputs is not None else scope["steps"]
         except Suspension as s:
             parks.append((i, s))
+        except ExecutionHalted as h:
+            halts.append(h)
         except Exception as exc:
             failures.append((i, exc))
 
@@ -103,13 +106,15 @@ async def _fan_out(spec: IterationSpec, items: list[Any], base_scope: Mapping[st
         nonlocal next_index
         while True:
             async with lock:
-                if failures or next_index >= len(items):
-                    return  # a failure stops NEW items; in-flight ones finish
+                if failures or halts or next_index >= len(items):
+                    return  # a failure (or a halt) stops NEW items; in-flight ones finish
                 i = next_index
                 next_index += 1
             await branch(i)
 
     await asyncio.gather(*(worker() for _ in range(min(spec.concurrency, max(len(items), 1)))))
+    if halts:  # the execution stops: neither the failure nor the park of a branch is its outcome
+        raise halts[0]
     if failures:
         raise min(failures, key=lambda f: f[0])[1]  # a failure beats a park
     if parks:

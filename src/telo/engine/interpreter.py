@@ -182,7 +182,15 @@ async def _invoke(step: InvokeStep, scope: dict[str, Any], sv: Services, path: s
             result = await h.step(path, target_identity(target), inputs, execute)
     else:
         result = await h.step(path, target_identity(target), inputs, execute)
+    if h is not None and result is not NO_VALUE:
+        check = getattr(target, "check_delivery", None)  # a wait whose result is a delivered payload
+        if check is not None and getattr(h, "delivered", _never)(path):
+            result = check(result)
     publish(scope, step.name, result)
+
+
+def _never(path: str) -> bool:
+    return False
 
 
 _NO_RETRY = RetryPolicy()

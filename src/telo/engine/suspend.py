@@ -50,3 +50,24 @@ class Suspension(BaseException):
         if self.until.token is not None:
             until["token"] = self.until.token
         return {"runId": self.run_id, "path": self.where.path, "resource": self.where.resource, "until": until}
+
+
+class ExecutionHalted(BaseException):
+    """This execution must stop now, leaving the run for another (spec §7.7 for why not an error).
+
+    Raised by a run handle when continuing would break the one-executor promise or build on writes that did
+    not happen: the run's claim is no longer this execution's (``ERR_DURABLE_CLAIM_LOST``), an earlier deferred
+    write failed (``ERR_DURABLE_CHAIN_BROKEN``), the run was cancelled, the journal refused a write for a
+    transient reason, or the process is shutting down. None of those is the body's own failure, so no
+    ``catch``, ``catches:``, retry policy or compensation may see it: like :class:`Suspension` it derives from
+    ``BaseException``, and the handle latches it so that a swallowing ``except BaseException`` is detected.
+    ``cause`` is the error that says why (a :class:`telo.errors.TeloError`).
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+    @property
+    def code(self) -> str:
+        return str(getattr(self.cause, "code", "INTERNAL_ERROR"))

@@ -13,6 +13,7 @@ its pending writes) and stops; a new execution starts a new chain from what is d
 from __future__ import annotations
 
 from telo.errors import JournalError
+from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence
 
 ERR_DURABLE_CHAIN_BROKEN = "ERR_DURABLE_CHAIN_BROKEN"
 
@@ -27,10 +28,11 @@ class WriteChain:
     """The deferred writes of one execution (see the module docstring). ``broken`` is set once, by the
     writer thread, and read by it before each later write of the chain."""
 
-    __slots__ = ("broken", "run")
+    __slots__ = ("broken", "fence", "run")
 
-    def __init__(self, run: str) -> None:
+    def __init__(self, run: str, fence: Fence | None = None) -> None:
         self.run = run
+        self.fence = fence  # the execution's claim: every write of the chain is conditional on it
         self.broken: BaseException | None = None
 
     def break_with(self, exc: BaseException) -> None:
@@ -50,15 +52,9 @@ class WriteChain:
             )
 
 
-class ClaimLost(JournalError):
-    """Another execution of the run recorded first at a path this execution wrote: this one stops."""
-
-    default_code = "ERR_DURABLE_CLAIM_LOST"
-
-
 def lost_race(run: str, path: str) -> ClaimLost:
     return ClaimLost(
-        "ERR_DURABLE_CLAIM_LOST",
+        ERR_DURABLE_CLAIM_LOST,
         f"another execution of run {run!r} recorded a different value at {path!r} first; this execution built "
         "on its own value, so it stops and the journal's first writer stands",
         hint="two processes executed the run at once (a claim lapsed while its holder still ran); the run "

@@ -5,6 +5,15 @@ start time in clock ticks (``/proc/<pid>/stat``). Recording the process instance
 restarted process take over the claim of its own dead predecessor at once instead of waiting out the TTL:
 on the same host, a holder whose (pid, start) no longer names a live process cannot be executing anything.
 Across hosts nothing can be observed, so a claim there lapses when its holder stops renewing it.
+
+**Fencing.** Every grant of a claim carries a fencing token (:class:`Fence`): an integer per run that grows at
+every grant, kept by the store when the claim is released. An execution writes — entries, its park, its
+completion, record updates — only through its fence, and a store applies such a write only while the run's
+claim is still that fence's (same holder, same token), checked in the same transaction as the write. A
+holder that was paused, or whose loop blocked, past its lease and whose run was taken over meanwhile thus
+learns it at its next write, with :class:`ClaimLost`, and stops: it can never write over, or build on, what the
+new holder did. A lapsed claim that nobody took is still the holder's: renewing it is safe, because the
+token proves that no other execution was granted the run in between.
 """
 
 from __future__ import annotations
@@ -16,11 +25,56 @@ from dataclasses import dataclass
 from functools import cache
 
 from telo.clock import process_start_ticks
+from telo.errors import JournalError
+
+ERR_DURABLE_CLAIM_LOST = "ERR_DURABLE_CLAIM_LOST"
 
 DEFAULT_TTL_MS = 60_000
-# A running body renews its claim this often. TELO_CLAIM_RENEW_MS overrides it for the crash suite, which
-# kills a process at the renewal boundary and cannot wait 20 s for it; nothing else sets it.
-RENEW_EVERY_MS = int(os.environ.get("TELO_CLAIM_RENEW_MS") or 20_000)
+# The shortest lease a journal may configure (``claimTtl``): renewals run every third of it, and a lease much
+# shorter than a second would turn an ordinary scheduling hiccup (a GC pause, a loaded machine) into a takeover.
+MIN_TTL_MS = 1_000
+# TELO_CLAIM_RENEW_MS overrides the renewal period for the crash suite, which kills a process at the
+# renewal boundary and cannot wait 20 s for it; nothing else sets it.
+_RENEW_OVERRIDE_MS = int(os.environ.get("TELO_CLAIM_RENEW_MS") or 0)
+
+
+def renew_every_ms(ttl_ms: int) -> int:
+    """How often a claim of lease ``ttl_ms`` is renewed: a third of it (reference §6: 20 s for 60 s), so two
+    renewals in a row may fail (a slow commit, a lost connection) before the lease lapses."""
+    return _RENEW_OVERRIDE_MS or max(ttl_ms // 3, 1)
+
+
+RENEW_EVERY_MS = renew_every_ms(DEFAULT_TTL_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """What an execution holds: its claim's holder text and the fencing token granted with it."""
+
+    holder: str
+    token: int
+
+
+class ClaimLost(JournalError):
+    """The run's claim is no longer this execution's (taken over, released, cancelled), or another execution
+    recorded first at a path this one wrote: the write is refused and the execution stops."""
+
+    default_code = ERR_DURABLE_CLAIM_LOST
+
+
+def fence_refused(run: str, fence: Fence, what: str, holder: str | None, token: int | None) -> ClaimLost:
+    """The error of a fenced write the store refused: the run's claim is not ``fence``'s any more."""
+    now = "no claim" if holder is None else f"claim {holder!r} (token {token})"
+    return ClaimLost(
+        ERR_DURABLE_CLAIM_LOST,
+        f"{what} of run {run!r} was refused: this execution's claim (token {fence.token}) is no longer the "
+        f"run's, which now has {now}",
+        hint="another execution took the run over (this one was paused or blocked past its lease), or an "
+        "operator cancelled or released it; this execution stops, and the run continues from the journal in "
+        "whichever execution holds its claim",
+        data={"run": run, "token": fence.token, "holder": fence.holder, "currentHolder": holder,
+              "currentToken": token},
+    )
 
 _HOLDER = re.compile(r"(?P<name>.*)@(?P<host>[^@:]*):(?P<pid>[0-9]+):(?P<start>[0-9]+|-)")
 

@@ -8,7 +8,8 @@ event kind (event-log §1)      journal record
 =============================  ======================================================================
 effect_intent                  a step's ``inputs`` decision, written before the step executes; its
                                idempotency key is ``<run>/<step path>``
-effect_receipt (+ transaction) a step entry, written on completion
+effect_receipt (+ transaction) a step entry, written on completion; or a ``failure`` decision at
+                               ``<step>/@failed``: the receipt of an effect that failed (its outcome)
 retry_decision                 a decision at a ``retry[k]`` or ``@retry…`` segment
 interrupt                      the run record's park (status ``parked``)
 snapshot                       a decision at ``@snapshot[<base>]`` holding the whole state
@@ -146,6 +147,8 @@ def classify(entry: Entry) -> EventKind:
     last = paths.parse(logical)[-1]
     if entry.kind == "step":
         return EventKind.EFFECT_RECEIPT if entry.target is not None else EventKind.TRANSACTION
+    if entry.decision == "failure" and last.name == paths.FAILED:
+        return EventKind.EFFECT_RECEIPT
     if (last.name == paths.RETRY and last.index is not None) or last.name.startswith(_RETRY_SEG):
         return EventKind.RETRY_DECISION
     if entry.decision == "inputs" and logical != paths.WORKFLOW_INPUTS:
@@ -163,7 +166,7 @@ def events(store: Store, run: str) -> list[Event]:
         if kind is EventKind.EFFECT_INTENT:
             key = idempotency_key(run, paths.parent(logical) or logical)
         elif kind is EventKind.EFFECT_RECEIPT:
-            key = idempotency_key(run, logical)
+            key = idempotency_key(run, logical if entry.kind == "step" else paths.parent(logical) or logical)
         out.append(Event(run, entry.seq, kind, logical, epoch, key, entry))
     record = store.read_run(run)
     if record is not None and record.status == "parked" and record.parked is not None:

@@ -22,6 +22,7 @@ from typing import Any, Final
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalError
 from telo.journal import cancels, paging, rules
+from telo.journal.claims import Fence
 from telo.journal.file_format import FileState, claim_line, compacted, dump_line, entry_line, run_line
 from telo.journal.file_io import Locked, RunFiles, pread_all
 from telo.journal.memory import unknown_run
@@ -38,7 +39,7 @@ from telo.journal.model import (
 )
 from telo.journal.store import Store
 
-_RECORD_FIELDS: Final = {f.name for f in fields(RunRecord)} - {"run"}
+_RECORD_FIELDS: Final = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}
 
 
 def _require(locked: Locked | None, run: str) -> tuple[Locked, RunRecord]:
@@ -100,24 +101,27 @@ class FileStore(Store):
         """Write ``new`` as a run line, plus a claim line when its claim differs from the file's."""
         lines = [run_line(new)]
         if new.claim != locked.state.claim:
-            lines.append(claim_line(new.claim))
+            lines.append(claim_line(new.claim, locked.state.fence))
         self._files.write(locked, *lines)
         return _require(locked, run)[1]
 
-    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+    def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:
         """The whole settled record (rules.settled) as a run line, and the claim released."""
         with self._files.open(run, writer=True) as maybe:
             locked, record = _require(maybe, run)
+            rules.check_fence(record, fence, "the completion")
             settled = self._change(run, rules.settled(record, outcome, self._clock.now_ms()), locked)
         if outcome.status == "cancelled":
             cancels.notice()
         return settled
 
-    def park(self, run: str, parked: Parked) -> RunRecord:
+    def park(self, run: str, parked: Parked, *, fence: Fence | None = None) -> RunRecord:
         """``dueAt`` is ``parked.at`` or absent: a stale due time is never carried over (reference §15.8)."""
         with self._files.open(run, writer=True) as maybe:
             locked, record = _require(maybe, run)
-            return self._change(run, rules.parked_record(record, parked, self._clock.now_ms()), locked)
+            rules.check_fence(record, fence, "the park")
+            new = rules.parked_record(record, parked, self._clock.now_ms(), keep_claim=fence is not None)
+            return self._change(run, new, locked)
 
     def unpark(self, run: str) -> bool:
         with self._files.open(run, writer=True) as locked:
@@ -127,19 +131,33 @@ class FileStore(Store):
             self._change(run, rules.unparked_record(record, self._clock.now_ms()), locked)
             return True
 
-    def update_run(self, run: str, **changes: Any) -> RunRecord:
+    def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
         bad = set(changes) - _RECORD_FIELDS
         if bad:
             raise TypeError(f"not run record fields: {sorted(bad)}")
         with self._files.open(run, writer=True) as maybe:
             locked, record = _require(maybe, run)
+            rules.check_fence(record, fence, "a record update")
             return self._change(run, replace(record, **changes, updated_at=self._clock.now_ms()), locked)
 
     def run_parked_on(self, token: str) -> RunRecord | None:
-        for record, _ in self._files.scan():
-            if record.status == "parked" and record.parked is not None and record.parked.token == token:
-                return record
-        return None
+        return rules.parked_on((record for record, _ in self._files.scan()), token)
+
+    def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
+        """Found by a scan, then decided again under the run file's exclusive lock: the park, its token and
+        an empty park path are re-checked there, so of racing deliveries (any processes) exactly one writes."""
+        found = self.run_parked_on(token)
+        if found is None:
+            return None
+        with self._files.open(found.run, writer=True) as locked:
+            record = None if locked is None else locked.state.current
+            if locked is None or record is None or record.status != "parked" or record.parked is None \
+                    or record.parked.token != token or record.parked.path in locked.state.entries:
+                return None
+            path = record.parked.path
+            self._files.write(locked, entry_line(Entry(path, "step", value, v, None, None)),
+                              run_line(rules.unparked_record(record, self._clock.now_ms())))
+            return record.run
 
     def due_runs(self, now_ms: int, limit: int) -> list[str]:
         due = [record for record, at_park in self._files.scan() if rules.is_due(record, now_ms, at_park)]
@@ -155,26 +173,38 @@ class FileStore(Store):
 
     # --- claims ----------------------------------------------------------------------------------------
 
-    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
         """Decided and recorded under the file's exclusive lock, so it excludes other processes too."""
         with self._files.open(run, writer=True) as locked:
             record = None if locked is None else locked.state.current
             if locked is None or record is None or not rules.may_claim(record, holder, now_ms):
+                return None
+            token = locked.state.fence + 1
+            self._files.write(locked, claim_line(Claim(holder, now_ms + ttl_ms), token))
+            return token
+
+    def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
+        with self._files.open(run, writer=True) as locked:
+            record = None if locked is None else locked.state.current
+            if locked is None or record is None or not rules.holds(record, fence):
                 return False
-            self._files.write(locked, claim_line(Claim(holder, now_ms + ttl_ms)))
+            self._files.write(locked, claim_line(Claim(fence.holder, now_ms + ttl_ms), fence.token))
             return True
 
-    def release(self, run: str, holder: str) -> None:
+    def release(self, run: str, holder: str, token: int | None = None) -> None:
         with self._files.open(run, writer=True) as locked:
-            if locked is not None and locked.state.claim is not None and locked.state.claim.holder == holder:
-                self._files.write(locked, claim_line(None))
+            if locked is not None and locked.state.claim is not None and locked.state.claim.holder == holder \
+                    and (token is None or locked.state.fence == token):
+                self._files.write(locked, claim_line(None, locked.state.fence))
 
     # --- entries ---------------------------------------------------------------------------------------
 
-    def append(self, run: str, entry: Entry) -> Entry:
-        """First writer wins across processes: the check and the append happen under one exclusive lock."""
+    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
+        """First writer wins across processes: the check and the append happen under one exclusive lock —
+        with the fence's check, re-reading the claim line under that lock."""
         with self._files.open(run, writer=True) as maybe:
-            locked, _ = _require(maybe, run)
+            locked, record = _require(maybe, run)
+            rules.check_fence(record, fence, f"the entry at {entry.path!r}")
             stored = locked.state.entries.get(entry.path)
             if stored is None:
                 self._files.write(locked, entry_line(entry))

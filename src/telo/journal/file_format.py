@@ -13,9 +13,10 @@ Telo adds two line types. Upstream readers dispatch on ``type`` and keep only ``
 we assume they skip lines of any other type (the reference names no error for an unknown type; only an
 unparseable line is corrupt); these lines carry nothing an upstream reader needs:
 
-- ``{"type":"claim","holder":…,"until":…}`` — the run's claim; the last claim line wins, and
-  ``{"type":"claim","holder":null}`` releases it. Claims live in the file (not in memory, reference §15.9)
-  so that two processes on one directory exclude each other.
+- ``{"type":"claim","holder":…,"until":…,"fence":N}`` — the run's claim; the last claim line wins, and
+  ``{"type":"claim","holder":null,"fence":N}`` releases it. Claims live in the file (not in memory,
+  reference §15.9) so that two processes on one directory exclude each other. ``fence`` is the claim's
+  fencing token (:mod:`telo.journal.claims`), kept on release; a line without it (older telo) reads as 0.
 - ``{"type":"base","seq":N[,"id":…]}`` — written by compaction: the next entry line has ``seq`` N+1. Entry
   ``seq`` is otherwise the 1-based ordinal of the entry line among the file's entry lines, so dropping a
   prefix must say where the numbering stands. A compacted file starts with a base line carrying a random
@@ -220,10 +221,10 @@ def record_from_line(obj: Mapping[str, Any], *, run: str, line: int) -> RunRecor
 # --- claim, entry and base lines ----------------------------------------------------------------------
 
 
-def claim_line(claim: Claim | None) -> dict[str, Any]:
+def claim_line(claim: Claim | None, fence: int) -> dict[str, Any]:
     if claim is None:
-        return {"type": "claim", "holder": None}
-    return {"type": "claim", "holder": claim.holder, "until": claim.until}
+        return {"type": "claim", "holder": None, "fence": fence}
+    return {"type": "claim", "holder": claim.holder, "until": claim.until, "fence": fence}
 
 
 def entry_line(entry: Entry) -> dict[str, Any]:
@@ -267,6 +268,7 @@ class FileState:
     counter: int = 0  # entry ordinal of the last entry line (the next one gets counter + 1)
     record: RunRecord | None = None  # the last run line, without the claim
     claim: Claim | None = None  # the last claim line
+    fence: int = 0  # the fencing token of the last claim line
     entries: dict[str, Entry] = field(default_factory=dict)  # first entry per path, in seq order
 
     @property
@@ -274,7 +276,9 @@ class FileState:
         """The run record with its claim, as the store protocol hands it out."""
         if self.record is None:
             return None
-        return replace(self.record, claim=self.claim) if self.claim is not None else self.record
+        if self.claim is None and self.fence == 0:
+            return self.record
+        return replace(self.record, claim=self.claim, fence=self.fence)
 
     def feed(self, data: bytes) -> int:
         """Apply the complete lines of ``data`` (the file's bytes from ``offset``); returns bytes consumed."""
@@ -322,7 +326,10 @@ class FileState:
         self.entries.setdefault(entry.path, entry)
 
     def _claim(self, number: int, obj: Mapping[str, Any]) -> Claim | None:
-        holder, until = obj.get("holder"), obj.get("until")
+        holder, until, fence = obj.get("holder"), obj.get("until"), obj.get("fence", 0)
+        if type(fence) is not int or fence < 0:
+            raise corrupt(self.run, number, f"claim line fence {fence!r} is not a non-negative integer")
+        self.fence = fence
         if holder is None:
             return None
         if not isinstance(holder, str) or type(until) is not int:
@@ -337,7 +344,8 @@ def compacted(run: str, data: bytes, seq: int, ident: str) -> tuple[bytes, int] 
     """The file a compaction writes: ``data`` (the file's complete lines) without entries below ``seq``.
 
     Returns ``(new file bytes, entries removed)``, or None when no entry is below ``seq``. The new file is
-    a base line carrying ``ident``, the last run line, the last claim line if a claim is held, then the
+    a base line carrying ``ident``, the last run line, the last claim line (a held claim, or the fencing
+    token of a released one), then the
     first-occurrence entry lines at or above ``seq`` with base lines wherever the ordinals skip (a dropped
     duplicate line), and a final base line so the next append continues the old numbering.
     """
@@ -369,6 +377,6 @@ def compacted(run: str, data: bytes, seq: int, ident: str) -> tuple[bytes, int] 
         body.append(dump_line(base_line(state.counter)))
     # body[0] is always a base line (the loop starts with one, or only the final one was written).
     head = [dump_line(base_line(json.loads(body[0])["seq"], ident)), run_raw]
-    if state.claim is not None:
+    if claim_raw:
         head.append(claim_raw)
     return b"".join(head + body[1:]), removed

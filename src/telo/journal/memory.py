@@ -13,6 +13,7 @@ from typing import Any
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import JournalError
 from telo.journal import cancels, paging, rules
+from telo.journal.claims import Fence
 from telo.journal.model import (
     Admission,
     AdmitResult,
@@ -26,7 +27,7 @@ from telo.journal.model import (
 )
 from telo.journal.store import Store
 
-_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run"}
+_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}
 
 
 def unknown_run(run: str) -> JournalError:
@@ -69,17 +70,21 @@ class MemoryStore(Store):
             raise unknown_run(run)
         return record
 
-    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+    def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:
         with self._lock:
-            record = rules.settled(self._require(run), outcome, self._clock.now_ms())
+            current = self._require(run)
+            rules.check_fence(current, fence, "the completion")
+            record = rules.settled(current, outcome, self._clock.now_ms())
             self._runs[run] = record
         if outcome.status == "cancelled":
             cancels.notice()
         return record
 
-    def park(self, run: str, parked: Parked) -> RunRecord:
+    def park(self, run: str, parked: Parked, *, fence: Fence | None = None) -> RunRecord:
         with self._lock:
-            record = rules.parked_record(self._require(run), parked, self._clock.now_ms())
+            current = self._require(run)
+            rules.check_fence(current, fence, "the park")
+            record = rules.parked_record(current, parked, self._clock.now_ms(), keep_claim=fence is not None)
             self._runs[run] = record
             return record
 
@@ -91,21 +96,20 @@ class MemoryStore(Store):
             self._runs[run] = rules.unparked_record(record, self._clock.now_ms())
             return True
 
-    def update_run(self, run: str, **changes: Any) -> RunRecord:
+    def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
         bad = set(changes) - _RECORD_FIELDS
         if bad:
             raise TypeError(f"not run record fields: {sorted(bad)}")
         with self._lock:
-            record = replace(self._require(run), **changes, updated_at=self._clock.now_ms())
+            current = self._require(run)
+            rules.check_fence(current, fence, "a record update")
+            record = replace(current, **changes, updated_at=self._clock.now_ms())
             self._runs[run] = record
             return record
 
     def run_parked_on(self, token: str) -> RunRecord | None:
         with self._lock:
-            for record in self._runs.values():
-                if record.status == "parked" and record.parked and record.parked.token == token:
-                    return record
-            return None
+            return rules.parked_on(self._runs.values(), token)
 
     def due_runs(self, now_ms: int, limit: int) -> list[str]:
         with self._lock:
@@ -125,23 +129,32 @@ class MemoryStore(Store):
         more = len(selected) > flt.limit
         return RunPage(page, paging.encode_cursor(page[-1]) if more and page else None)
 
-    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
         with self._lock:
             record = self._runs.get(run)
             if record is None or not rules.may_claim(record, holder, now_ms):
-                return False
-            self._runs[run] = replace(record, claim=Claim(holder, now_ms + ttl_ms))
-            return True
+                return None
+            record = self._runs[run] = rules.granted(record, holder, now_ms + ttl_ms)
+            return record.fence
 
-    def release(self, run: str, holder: str) -> None:
+    def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         with self._lock:
             record = self._runs.get(run)
-            if record is not None and record.claim is not None and record.claim.holder == holder:
+            if record is None or not rules.holds(record, fence):
+                return False
+            self._runs[run] = replace(record, claim=Claim(fence.holder, now_ms + ttl_ms))
+            return True
+
+    def release(self, run: str, holder: str, token: int | None = None) -> None:
+        with self._lock:
+            record = self._runs.get(run)
+            if record is not None and record.claim is not None and record.claim.holder == holder \
+                    and (token is None or record.fence == token):
                 self._runs[run] = replace(record, claim=None)
 
-    def append(self, run: str, entry: Entry) -> Entry:
+    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
         with self._lock:
-            self._require(run)
+            rules.check_fence(self._require(run), fence, f"the entry at {entry.path!r}")
             entries = self._entries[run]
             stored = entries.get(entry.path)
             if stored is not None:
@@ -150,6 +163,17 @@ class MemoryStore(Store):
             stored = entry.with_seq(self._seq[run])
             entries[entry.path] = stored
             return stored
+
+    def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
+        with self._lock:
+            record = rules.parked_on(self._runs.values(), token)
+            if record is None or record.parked is None or record.parked.path in self._entries[record.run]:
+                return None
+            self._seq[record.run] += 1
+            path = record.parked.path
+            self._entries[record.run][path] = Entry(path, "step", value, v, None, None, self._seq[record.run])
+            self._runs[record.run] = rules.unparked_record(record, self._clock.now_ms())
+            return record.run
 
     def read_entries(self, run: str) -> list[Entry]:
         with self._lock:

@@ -273,6 +273,9 @@ class RunRecord:
     updated_at: int | None = None  # telo extension: epoch ms of the last lifecycle change
     claim: Claim | None = None
     epoch: int = 0  # telo extension: bumped by each restore (see telo.journal.eventlog)
+    # telo extension: the fencing token of the run's latest claim grant (telo.journal.claims "Fencing"); kept
+    # when the claim is released, so the next grant's token is greater than every one before it
+    fence: int = 0
 
     @property
     def terminal(self) -> bool:
@@ -338,6 +341,7 @@ class Admission:
             created_at=now_ms,
             updated_at=now_ms,
             claim=claim,
+            fence=0 if claim is None else 1,
         )
 
 

@@ -29,7 +29,7 @@ from psycopg_pool import ConnectionPool
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
 from telo.journal import cancels, paging
-from telo.journal.claims import holder_is_dead, this_host
+from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
 from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
@@ -194,14 +194,30 @@ class PostgresStore(Store):
         row = self._one(self._select_run, (run,), join=True, action="read a run")
         return None if row is None else record_from_row(row)
 
-    def _update(self, run: str, assignments: str, params: Mapping[str, Any], action: str) -> RunRecord:
-        query = self._fmt(f"UPDATE {{runs}} SET {assignments} WHERE run = %(run)s RETURNING {{cols}}")
+    def _update(self, run: str, assignments: str, params: Mapping[str, Any], action: str,
+                fence: Fence | None = None) -> RunRecord:
+        """One UPDATE of the run's row — with ``fence``, only while the run's claim is the fence's (the UPDATE's
+        row lock and its re-check of the condition make that exact against a concurrent takeover)."""
+        where = "run = %(run)s" + ("" if fence is None else " AND claim_holder = %(f_holder)s AND "
+                                   "claim_fence = %(f_token)s")
+        query = self._fmt(f"UPDATE {{runs}} SET {assignments} WHERE {where} RETURNING {{cols}}")
+        if fence is not None:
+            params = {**params, "f_holder": fence.holder, "f_token": fence.token}
         row = self._one(query, {**params, "run": run}, join=False, action=action)
         if row is None:
+            if fence is not None:
+                self._refuse(run, fence, action)
             raise unknown_run(run)
         return record_from_row(row)
 
-    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+    def _refuse(self, run: str, fence: Fence, what: str) -> None:
+        """Raise ``ClaimLost`` for a fenced write that found another claim (returns for an unknown run)."""
+        row = self._one(self._fmt("SELECT claim_holder, claim_fence FROM {runs} WHERE run = %s"), (run,),
+                        join=False, action="read a claim")
+        if row is not None:
+            raise fence_refused(run, fence, what, row["claim_holder"], row["claim_fence"])
+
+    def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:
         record = self._update(
             run,
             "status = %(status)s, result = %(result)s, result_codec_version = %(result_v)s, error = %(error)s, "
@@ -219,16 +235,18 @@ class PostgresStore(Store):
                 "now": self._clock.now_ms(),
             },
             "settle a run",
+            fence,
         )
         if outcome.status == "cancelled":
             cancels.notice()
         return record
 
-    def park(self, run: str, parked: Parked) -> RunRecord:
+    def park(self, run: str, parked: Parked, *, fence: Fence | None = None) -> RunRecord:
+        release = "" if fence is not None else "claim_holder = NULL, claim_until = NULL, "  # fenced: kept
         return self._update(
             run,
             "status = 'parked', parked_path = %(path)s, parked_resource = %(resource)s, parked_token = %(token)s, "
-            "parked_reason = %(reason)s, due_at = %(at)s, claim_holder = NULL, claim_until = NULL, "
+            f"parked_reason = %(reason)s, due_at = %(at)s, {release}"
             "updated_at = %(now)s",
             {
                 "path": parked.path,
@@ -239,6 +257,7 @@ class PostgresStore(Store):
                 "now": self._clock.now_ms(),
             },
             "park a run",
+            fence,
         )
 
     def unpark(self, run: str) -> bool:
@@ -253,14 +272,21 @@ class PostgresStore(Store):
             self._notify(run)
         return changed
 
-    def update_run(self, run: str, **changes: Any) -> RunRecord:
+    def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
         columns = {"updated_at": self._clock.now_ms(), **columns_for(changes)}
         assignments = sql.SQL(", ").join(
             sql.SQL("{} = {}").format(sql.Identifier(col), sql.Placeholder(col)) for col in columns
         )
-        query = self._fmt("UPDATE {runs} SET {set} WHERE run = %(run)s RETURNING {cols}", set=assignments)
-        row = self._one(query, {**columns, "run": run}, join=False, action="update a run")
+        where = "run = %(run)s" + ("" if fence is None else " AND claim_holder = %(f_holder)s AND "
+                                   "claim_fence = %(f_token)s")
+        query = self._fmt(f"UPDATE {{runs}} SET {{set}} WHERE {where} RETURNING {{cols}}", set=assignments)
+        params = {**columns, "run": run}
+        if fence is not None:
+            params.update(f_holder=fence.holder, f_token=fence.token)
+        row = self._one(query, params, join=False, action="update a run")
         if row is None:
+            if fence is not None:
+                self._refuse(run, fence, "a record update")
             raise unknown_run(run)
         return record_from_row(row)
 
@@ -330,55 +356,105 @@ class PostgresStore(Store):
 
     # --- claims -----------------------------------------------------------------------------------------
 
-    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
+        grant = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = COALESCE(claim_fence, 0) + 1"
         take = self._fmt(
-            "UPDATE {runs} SET claim_holder = %(h)s, claim_until = %(until)s WHERE run = %(run)s AND "
+            f"UPDATE {{runs}} SET {grant} WHERE run = %(run)s AND "
             "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '' "
-            "OR claim_holder = %(h)s)"
+            "OR claim_holder = %(h)s) RETURNING claim_fence"
         )
         params = {"h": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
         with db_errors("claim a run"), self._pool.connection() as conn:
-            if conn.execute(take, params).rowcount > 0:
-                return True
+            granted = conn.execute(take, params).fetchone()
+            if granted is not None:
+                return int(granted[0])
             row = conn.execute(self._fmt("SELECT claim_holder, claim_until FROM {runs} WHERE run = %s"), (run,))
             current = row.fetchone()
             if current is None:
-                return False
+                return None
             other, until = current
             if not isinstance(other, str) or not holder_is_dead(other):
-                return False
+                return None
             # Its holder is a dead process on this host: take over now rather than waiting out the TTL, but
             # only if the claim is still the one we judged (compare-and-set against a concurrent taker).
             cas = self._fmt(
-                "UPDATE {runs} SET claim_holder = %(h)s, claim_until = %(until)s "
-                "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s"
+                f"UPDATE {{runs}} SET {grant} "
+                "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s RETURNING claim_fence"
             )
-            return conn.execute(cas, {**params, "other": other, "was": until}).rowcount > 0
+            taken = conn.execute(cas, {**params, "other": other, "was": until}).fetchone()
+            return None if taken is None else int(taken[0])
 
-    def release(self, run: str, holder: str) -> None:
+    def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
+        query = self._fmt(
+            "UPDATE {runs} SET claim_until = %s WHERE run = %s AND claim_holder = %s AND claim_fence = %s"
+        )
+        with db_errors("renew a claim"), self._pool.connection() as conn:
+            return conn.execute(query, (now_ms + ttl_ms, run, fence.holder, fence.token)).rowcount > 0
+
+    def release(self, run: str, holder: str, token: int | None = None) -> None:
         query = self._fmt(
             "UPDATE {runs} SET claim_holder = NULL, claim_until = NULL WHERE run = %s AND claim_holder = %s"
+            + ("" if token is None else " AND claim_fence = %s")
         )
         with db_errors("release a claim"), self._pool.connection() as conn:
-            conn.execute(query, (run, holder))
+            conn.execute(query, (run, holder) if token is None else (run, holder, token))
+
+    def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
+        """One transaction: the parked run's row locked (a racing delivery waits, then finds it unparked), the
+        entry stored at its park path unless one is there, the run unparked."""
+        find = self._fmt(
+            "SELECT run, parked_path FROM {runs} WHERE parked_token = %s AND status = 'parked' "
+            'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1 FOR UPDATE'
+        )
+        insert = self._fmt(
+            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version) "
+            "VALUES (%s, %s, 'step', NULL, NULL, %s, %s) ON CONFLICT (run, path) DO NOTHING RETURNING seq"
+        )
+        unpark = self._fmt(
+            "UPDATE {runs} SET status = 'running', parked_path = NULL, parked_resource = NULL, "
+            "parked_token = NULL, parked_reason = NULL, due_at = NULL, updated_at = %s WHERE run = %s"
+        )
+        with db_errors("deliver to a parked run"), self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(find, (token,)).fetchone()
+            if row is None:
+                return None
+            run, path = row
+            if conn.execute(insert, (run, path, value, v)).fetchone() is None:
+                return None  # another delivery stored its payload first
+            conn.execute(unpark, (self._clock.now_ms(), run))
+        self._notify(run)
+        return str(run)
 
     # --- entries ----------------------------------------------------------------------------------------
 
-    def append(self, run: str, entry: Entry) -> Entry:
+    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
         # INSERT … SELECT … WHERE EXISTS refuses an entry for a run never admitted, like the memory store;
-        # the casts type the parameters, which a bare SELECT list would leave as text.
+        # the casts type the parameters, which a bare SELECT list would leave as text. A fenced append reads
+        # the run's row FOR SHARE: a concurrent takeover (an UPDATE of that row) then either waits for this
+        # entry to commit — and its new holder reads it — or commits first, and the re-checked condition
+        # refuses the entry.
+        where = "WHERE EXISTS (SELECT 1 FROM {runs} WHERE run = %(run)s)" if fence is None else \
+            "FROM {runs} r WHERE r.run = %(run)s AND r.claim_holder = %(f_holder)s AND r.claim_fence = %(f_token)s " \
+            "FOR SHARE OF r"
         insert = self._fmt(
             "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version) "
             "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, %(target)s::text, "
-            "%(value)s::text, %(v)s::integer WHERE EXISTS (SELECT 1 FROM {runs} WHERE run = %(run)s) "
+            f"%(value)s::text, %(v)s::integer {where} "
             "ON CONFLICT (run, path) DO NOTHING RETURNING seq"
         )
         params = entry_params(run, entry)
+        if fence is not None:
+            params.update(f_holder=fence.holder, f_token=fence.token)
         stored = self._fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s")
         with db_errors("append a journal entry"), self._conn(join=True) as conn:
             row = conn.execute(insert, params).fetchone()
             if row is not None:
                 return entry.with_seq(row[0])
+            if fence is not None:
+                claim = conn.execute(self._fmt("SELECT claim_holder, claim_fence FROM {runs} WHERE run = %s"),
+                                     (run,)).fetchone()
+                if claim is not None and (claim[0] != fence.holder or claim[1] != fence.token):
+                    raise fence_refused(run, fence, f"the entry at {entry.path!r}", claim[0], claim[1])
             with conn.cursor(row_factory=dict_row) as cur:
                 first = cur.execute(stored, (run, entry.path)).fetchone()
             if first is not None:

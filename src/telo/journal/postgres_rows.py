@@ -21,7 +21,7 @@ from telo.journal.postgres_schema import ENTRY_COLUMNS, RUN_COLUMNS, RUN_EXTENSI
 
 RUN_COLS: Final = tuple(n for n, _ in RUN_COLUMNS + RUN_EXTENSION_COLUMNS)
 ENTRY_COLS: Final = tuple(n for n, _ in ENTRY_COLUMNS if n != "run")
-RECORD_FIELDS: Final = frozenset(f.name for f in fields(RunRecord)) - {"run"}
+RECORD_FIELDS: Final = frozenset(f.name for f in fields(RunRecord)) - {"run", "claim", "fence"}
 # RunRecord fields whose column has another name; the rest map one to one (parked and claim span several).
 _COLUMN_OF: Final = {"inputs_v": "inputs_codec_version", "result_v": "result_codec_version"}
 
@@ -99,6 +99,7 @@ def record_from_row(row: Mapping[str, Any]) -> RunRecord:
         updated_at=row["updated_at"],
         claim=claim,
         epoch=row["epoch"] or 0,  # NULL in rows upstream wrote
+        fence=row["claim_fence"] or 0,  # NULL in rows upstream wrote, or claimed only by upstream processes
     )
 
 
@@ -146,10 +147,6 @@ def columns_for(changes: Mapping[str, Any]) -> dict[str, Any]:
             p = value if isinstance(value, Parked) else None
             for col in ("path", "resource", "token", "reason"):
                 columns[f"parked_{col}"] = None if p is None else getattr(p, col)
-        elif name == "claim":
-            c = value if isinstance(value, Claim) else None
-            columns["claim_holder"] = None if c is None else c.holder
-            columns["claim_until"] = None if c is None else c.until
         elif name == "error":
             columns["error"] = None if value is None else dump(dict(value))
         elif name == "collapse_reasons":

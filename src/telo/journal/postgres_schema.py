@@ -59,6 +59,7 @@ RUN_EXTENSION_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("created_at", "BIGINT"),
     ("updated_at", "BIGINT"),
     ("epoch", "INTEGER"),
+    ("claim_fence", "BIGINT"),  # the fencing token of the latest claim grant (telo.journal.claims)
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (

@@ -6,9 +6,10 @@ and the conformance suite holds all of them to the same answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
-from telo.journal.claims import holder_is_dead
+from telo.journal.claims import Fence, fence_refused, holder_is_dead
 from telo.journal.model import Claim, Outcome, Parked, RunRecord
 
 
@@ -22,6 +23,23 @@ def may_claim(record: RunRecord, holder: str, now_ms: int) -> bool:
     return c is None or c.holder == holder or not claim_is_live(c, now_ms)
 
 
+def granted(record: RunRecord, holder: str, until: int) -> RunRecord:
+    """The record claimed by ``holder`` until ``until``, under the next fencing token."""
+    return replace(record, claim=Claim(holder, until), fence=record.fence + 1)
+
+
+def holds(record: RunRecord, fence: Fence) -> bool:
+    """Is the run's claim still ``fence``'s (same holder, same token; lapsed or not)?"""
+    return record.claim is not None and record.claim.holder == fence.holder and record.fence == fence.token
+
+
+def check_fence(record: RunRecord, fence: Fence | None, what: str) -> None:
+    """Refuse a fenced write whose fence no longer holds the run (``ClaimLost``); nothing for an unfenced one."""
+    if fence is not None and not holds(record, fence):
+        claim = record.claim
+        raise fence_refused(record.run, fence, what, claim.holder if claim else None, record.fence)
+
+
 def is_due(record: RunRecord, now_ms: int, entry_at_park_path: bool) -> bool:
     if claim_is_live(record.claim, now_ms):
         return False
@@ -32,6 +50,14 @@ def is_due(record: RunRecord, now_ms: int, entry_at_park_path: bool) -> bool:
     if record.status == "parked":
         return (record.due_at is not None and record.due_at <= now_ms) or entry_at_park_path
     return False
+
+
+def parked_on(records: Iterable[RunRecord], token: str) -> RunRecord | None:
+    """The first run (in the given order) parked with wake token ``token``."""
+    for record in records:
+        if record.status == "parked" and record.parked is not None and record.parked.token == token:
+            return record
+    return None
 
 
 def due_order(record: RunRecord) -> tuple[int, int, str]:
@@ -56,8 +82,9 @@ def settled(record: RunRecord, outcome: Outcome, now_ms: int) -> RunRecord:
     )
 
 
-def parked_record(record: RunRecord, parked: Parked, now_ms: int) -> RunRecord:
-    return replace(record, status="parked", parked=parked, due_at=parked.at, claim=None, updated_at=now_ms)
+def parked_record(record: RunRecord, parked: Parked, now_ms: int, *, keep_claim: bool = False) -> RunRecord:
+    return replace(record, status="parked", parked=parked, due_at=parked.at,
+                   claim=record.claim if keep_claim else None, updated_at=now_ms)
 
 
 def unparked_record(record: RunRecord, now_ms: int) -> RunRecord:

@@ -37,7 +37,7 @@ from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import JournalError
 from telo.journal import cancels, paging
 from telo.journal.chain import WriteChain
-from telo.journal.claims import holder_is_dead
+from telo.journal.claims import Fence, holder_is_dead
 from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
@@ -50,7 +50,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
-from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
+from telo.journal.sqlite_append import AppendOp, SeqBases, append_group, check_claim
 from telo.journal.sqlite_group import savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
 from telo.journal.sqlite_schema import (
@@ -79,7 +79,7 @@ _SUBMITTING: ContextVar[bool] = ContextVar("telo_sqlite_submitting", default=Fal
 _ASYNC_LIFECYCLE = frozenset({"admit", "claim", "complete", "park", "unpark"})
 
 # update_run takes RunRecord field names; updated_at is the store's to set (as in the memory store).
-_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "updated_at"}
+_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "updated_at", "claim", "fence"}
 
 
 def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
@@ -283,41 +283,52 @@ class SqliteStore(Store):
                     future.set_result(found.get(run))
 
     def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...],
-                chain: WriteChain | None = None) -> RunRecord:
+                chain: WriteChain | None = None, fence: Fence | None = None) -> RunRecord:
+        """One UPDATE of the run's row; ``fence``: ``stmt`` ends with the fence's condition (holder, token)."""
         returning = f"{stmt} RETURNING {RECORD_SELECT}"  # the updated record, without a read after it
+        sql = self._sql
+        if fence is not None:
+            params = (*params, fence.holder, fence.token)
 
         def op(conn: sqlite3.Connection) -> RunRecord:
             if chain is not None:
                 chain.check()  # settle nothing over a hole in the execution's deferred writes
             row = conn.execute(returning, params).fetchone()
             if row is None:
+                if fence is not None:
+                    check_claim(conn, sql, run, fence, f"the {what}")
                 raise unknown_run(run)
             return record_from_row(row)
 
         # One UPDATE, all or nothing (nothing written when it raises): no SAVEPOINT needed.
         return self._lifecycle(what, op, isolated=False)
 
-    def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None) -> RunRecord:
+    def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
+                 fence: Fence | None = None) -> RunRecord:
         """``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if
         every one of them did; queued after them, it needs no wait for them first."""
         o = outcome
         params = (o.status, o.result, o.result_v, error_json(o.error), o.collapsed_regions,
                   reasons_json(o.collapse_reasons), o.replayed_steps, self._clock.now_ms(), run)
-        record: RunRecord = self._lifecycle("complete", CompleteOp(self._sql, run, params, chain), isolated=False)
+        op = CompleteOp(self._sql, run, params, chain, fence, self._seqs)
+        record: RunRecord = self._lifecycle("complete", op, isolated=False)
         if o.status == "cancelled":
             cancels.notice(record)
         return record
 
-    def park(self, run: str, parked: Parked, *, chain: WriteChain | None = None) -> RunRecord:
+    def park(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
+             fence: Fence | None = None) -> RunRecord:
         p = parked
         params = (p.path, p.resource, p.token, p.at, p.reason, p.at, self._clock.now_ms(), run)
-        return self._update("park", run, self._sql.park, params, chain)
+        fence = fence if fence is not None or chain is None else chain.fence
+        stmt = self._sql.park if fence is None else self._sql.park_fenced
+        return self._update("park", run, stmt, params, chain, fence)
 
     def unpark(self, run: str) -> bool:
         stmt, params = self._sql.unpark, (self._clock.now_ms(), run)
         return self._lifecycle("unpark", lambda conn: conn.execute(stmt, params).rowcount > 0, isolated=False)
 
-    def update_run(self, run: str, **changes: Any) -> RunRecord:
+    def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
         bad = set(changes) - _RECORD_FIELDS
         if bad:
             raise TypeError(f"not run record fields: {sorted(bad)}")
@@ -325,8 +336,8 @@ class SqliteStore(Store):
         for name, value in changes.items():
             cols += columns_for(name, value)
         cols.append(("updated_at", self._clock.now_ms()))
-        stmt = self._sql.update([c for c, _ in cols])
-        return self._update("update_run", run, stmt, (*(v for _, v in cols), run))
+        stmt = self._sql.update([c for c, _ in cols], fenced=fence is not None)
+        return self._update("record update", run, stmt, (*(v for _, v in cols), run), fence=fence)
 
     def run_parked_on(self, token: str) -> RunRecord | None:
         stmt = self._sql.parked_on
@@ -371,37 +382,65 @@ class SqliteStore(Store):
 
     # --- claims --------------------------------------------------------------------------------------------
 
-    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
         sql = self._sql
         params = {"holder": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
 
-        def op(conn: sqlite3.Connection) -> bool:
-            if conn.execute(sql.claim, params).rowcount == 1:
-                return True
+        def op(conn: sqlite3.Connection) -> int | None:
+            granted = conn.execute(sql.claim, params).fetchone()
+            if granted is not None:
+                return int(granted[0])
             row = conn.execute(sql.holder_of, (run,)).fetchone()
             if row is None or row[0] is None or not holder_is_dead(row[0]):
-                return False  # unknown run, or another live holder
+                return None  # unknown run, or another live holder
             # Taken over only if the claim still names the holder we found dead (compare-and-set).
-            return conn.execute(sql.claim_from, {**params, "old": row[0]}).rowcount == 1
+            taken = conn.execute(sql.claim_from, {**params, "old": row[0]}).fetchone()
+            return None if taken is None else int(taken[0])
 
         return self._lifecycle("claim", op, isolated=False)  # each UPDATE is all or nothing on its own
 
-    def release(self, run: str, holder: str) -> None:
-        stmt = self._sql.release
-        self._lifecycle("release", lambda conn: conn.execute(stmt, (run, holder)).rowcount, isolated=False)
+    def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
+        stmt = self._sql.renew
+        params = {"until": now_ms + ttl_ms, "run": run, "holder": fence.holder, "token": fence.token}
+        return self._lifecycle("renew", lambda conn: conn.execute(stmt, params).rowcount == 1, isolated=False)
+
+    def release(self, run: str, holder: str, token: int | None = None) -> None:
+        stmt = self._sql.release if token is None else self._sql.release_fenced
+        params = (run, holder) if token is None else (run, holder, token)
+        self._lifecycle("release", lambda conn: conn.execute(stmt, params).rowcount, isolated=False)
 
     # --- entries -------------------------------------------------------------------------------------------
 
-    def append(self, run: str, entry: Entry) -> Entry:
-        return self._entry_write(self._append_op(run, entry))
+    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
+        return self._entry_write(self._append_op(run, entry, fence=fence))
 
-    def submit_append(self, run: str, entry: Entry) -> Future[Entry]:
+    def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
+        """One writer operation (one write transaction): the park is found, the entry stored at its path
+        unless one is there, and the run unparked — nothing another writer can interleave with."""
+        sql = self._sql
+        now = self._clock.now_ms()
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(sql.parked_on, (token,)).fetchone()
+            if row is None:
+                return None
+            record = record_from_row(row)
+            assert record.parked is not None  # parked_on selects parked runs with a token
+            stored = conn.execute(sql.append, (record.run, record.parked.path, "step", None, None, value, v))
+            if stored.fetchone() is None:
+                return None  # another delivery stored its payload first
+            conn.execute(sql.unpark, (now, record.run))
+            return record.run
+
+        return self._lifecycle("deliver", op)  # two statements: isolated, so a failure undoes both
+
+    def submit_append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Future[Entry]:
         """:meth:`append` without blocking: the future resolves (after the durable COMMIT) to the stored entry.
 
         For asyncio callers: ``await asyncio.wrap_future(store.submit_append(run, entry))`` needs no thread
         per call. Inside an ambient transaction the append runs at once and the future is already done.
         """
-        op = self._append_op(run, entry)
+        op = self._append_op(run, entry, fence=fence)
         tx = self._ambient()
         if tx is None:
             return self._writer.submit(op, isolated=False)
@@ -412,10 +451,10 @@ class SqliteStore(Store):
             done.set_exception(exc)
         return done
 
-    def submit_append_async(self, run: str, entry: Entry) -> asyncio.Future[Entry]:
+    def submit_append_async(self, run: str, entry: Entry, *, fence: Fence | None = None) -> asyncio.Future[Entry]:
         """:meth:`submit_append` for a caller on an event loop (called on its thread): an asyncio future,
         settled with the rest of its group-commit batch in one loop wake-up (see ``submit_async``)."""
-        return self._submit_async(self._append_op(run, entry))
+        return self._submit_async(self._append_op(run, entry, fence=fence))
 
     def submit_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
         """A deferred append (telo.journal.chain): queued for the group commit like
@@ -439,8 +478,9 @@ class SqliteStore(Store):
         ``GroupCommitWriter.commit_queued``); False if it is."""
         return self._writer.commit_queued()
 
-    def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None) -> AppendOp:
-        return AppendOp(self._sql, run, entry, self._target_json(entry.target), chain, self._seqs)
+    def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None, *,
+                   fence: Fence | None = None) -> AppendOp:
+        return AppendOp(self._sql, run, entry, self._target_json(entry.target), chain, self._seqs, fence)
 
     def _target_json(self, target: Mapping[str, str] | None) -> str | None:
         # A run journals the same few targets over and over: encode each once.

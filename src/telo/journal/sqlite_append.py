@@ -18,6 +18,10 @@ The group keeps every single-append rule:
 - **one entry per path within the batch**: a repeated (run, path) is sent once; the repeats get the stored
   entry of the first;
 - **unknown run**: a run without a base is left to the single path, which raises for it alone;
+- **fencing** (:mod:`telo.journal.claims`): a fenced append goes in only while its run's claim is its
+  fence's. Alone, that is a condition of its one statement; in a group, the claim of every run involved is
+  read with its seq base (or known already, see :class:`SeqBases`) in the batch's write transaction, which no
+  other writer can interleave with, and a refused append writes no row;
 - **isolation**: should anything fail, nothing of the group stays written (:mod:`telo.journal.sqlite_group`)
   and the writer runs it one append at a time.
 """
@@ -30,6 +34,7 @@ from typing import Any
 
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
 from telo.journal.chain import WriteChain, lost_race
+from telo.journal.claims import Fence, fence_refused
 from telo.journal.memory import unknown_run
 from telo.journal.model import Entry
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
@@ -47,55 +52,80 @@ class SeqBases:
     seqs must only increase, and gaps are allowed (PostgreSQL's BIGSERIAL leaves them too). One too low would
     not be, so whatever writes entries on the writer connection notes its seqs here, and the writer forgets
     everything before any operation it does not know (:meth:`clear`).
+
+    The runs' claims ``(holder, fencing token)`` are kept the same way, read with the bases: an operation that
+    changes a claim (a claim, renewal or release, a park) is one the writer does not know, so it clears them;
+    an admission notes the claim it wrote, a completion forgets its run's.
     """
 
-    __slots__ = ("bases", "version")
+    __slots__ = ("bases", "claims", "version")
 
     MAX_RUNS = 10_000
 
     def __init__(self) -> None:
         self.bases: dict[str, int] = {}
+        self.claims: dict[str, tuple[str | None, int]] = {}
         self.version: int | None = None
 
     def sync(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self.version:
-            self.bases.clear()
+            self.clear()
             self.version = version
 
     def note(self, run: str, base: int) -> None:
         if len(self.bases) >= self.MAX_RUNS:
-            self.bases.clear()
+            self.clear()
         self.bases[run] = base
+
+    def note_claim(self, run: str, holder: str | None, token: int) -> None:
+        if len(self.claims) >= self.MAX_RUNS:
+            self.claims.clear()
+        self.claims[run] = (holder, token)
+
+    def forget_claim(self, run: str) -> None:
+        self.claims.pop(run, None)
 
     def clear(self) -> None:
         self.bases.clear()
+        self.claims.clear()
 
 
 class AppendOp:
     """One append as a writer operation: callable alone, and groupable by :func:`append_group`."""
 
-    __slots__ = ("chain", "entry", "run", "seqs", "sql", "target")
+    __slots__ = ("chain", "entry", "fence", "run", "seqs", "sql", "target")
 
     def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None,
-                 chain: WriteChain | None = None, seqs: SeqBases | None = None) -> None:
+                 chain: WriteChain | None = None, seqs: SeqBases | None = None, fence: Fence | None = None) -> None:
         self.sql = sql
         self.run = run
         self.entry = entry
         self.target = target  # the entry's target as JSON text
         self.chain = chain  # set for a deferred append (telo.journal.chain)
         self.seqs = seqs
+        # the execution's claim (a deferred append's is its chain's): written only while the run's claim is it
+        self.fence = fence if fence is not None or chain is None else chain.fence
 
     def __call__(self, conn: sqlite3.Connection) -> Entry:
         e = self.entry
         if self.chain is not None:
             self.chain.check()
-        got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v))
+        fence = self.fence
+        if fence is None:
+            got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v))
+        else:
+            got = conn.execute(self.sql.append_fenced, (self.run, e.path, e.kind, e.decision, self.target, e.value,
+                                                        e.v, fence.holder, fence.token))
         row = got.fetchone()
-        if row is not None:  # stored, seq assigned, run known: one statement
+        if row is not None:  # stored, seq assigned, run known (and claimed by the fence): one statement
             if self.seqs is not None:
                 self.seqs.note(self.run, row[0])
+                if fence is not None:
+                    self.seqs.note_claim(self.run, fence.holder, fence.token)
             return self.stored(row[0])
+        if fence is not None:
+            check_claim(conn, self.sql, self.run, fence, f"the entry at {e.path!r}")
         # First writer wins: the path already has an entry (possibly from earlier in this very batch).
         return self.settle(self.existing(conn))
 
@@ -125,6 +155,15 @@ class AppendOp:
         )
 
 
+def check_claim(conn: sqlite3.Connection, sql: Sql, run: str, fence: Fence, what: str) -> None:
+    """Raise ``ClaimLost`` unless the run's claim is ``fence``'s (``unknown_run`` for a run not in the journal)."""
+    row = conn.execute(sql.claim_of, (run,)).fetchone()
+    if row is None:
+        raise unknown_run(run)
+    if row[0] != fence.holder or row[1] != fence.token:
+        raise fence_refused(run, fence, what, row[0], row[1])
+
+
 def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bool, Any]]:
     """Run consecutive appends of one batch together; (ok, entry or error) per op, in order.
 
@@ -135,21 +174,37 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         raise OneAtATime  # (nothing written yet) the single path refuses a broken chain's writes one by one
     seqs = ops[0].seqs
     runs = sorted({op.run for op in ops})
+    fenced = {op.run for op in ops if op.fence is not None}
     bases: dict[str, int] = {}
+    claims: dict[str, tuple[str | None, int]] = {}
     if seqs is not None:  # (synced by the writer as the batch's transaction began)
-        known = seqs.bases
+        known, known_claims = seqs.bases, seqs.claims
         bases = {run: known[run] for run in runs if run in known}
-    if len(bases) < len(runs):
-        unknown = [run for run in runs if run not in bases]
-        bases.update(json.loads(conn.execute(sql.seq_bases, (json.dumps(unknown),)).fetchone()[0] or "{}"))
+        claims = {run: known_claims[run] for run in fenced if run in known_claims}
+    unknown = [run for run in runs if run not in bases or (run in fenced and run not in claims)]
+    if unknown:
+        found = json.loads(conn.execute(sql.seq_bases, (json.dumps(unknown),)).fetchone()[0] or "{}")
+        for run, (base, holder, token) in found.items():
+            bases[run] = base
+            claims[run] = (holder, token)
+            if seqs is not None:
+                seqs.note_claim(run, holder, token)
     first: dict[tuple[str, str], int] = {}  # (run, path) -> index of the op that writes it
     assigned: list[int | None] = [None] * len(ops)
+    refused: dict[int, Exception] = {}  # fenced appends whose run's claim is not their fence's
     params: list[Any] = []  # the rows' parameters, flat
     for i, op in enumerate(ops):
         key = (op.run, op.entry.path)
         base = bases.get(op.run)
-        if base is None or key in first:
-            continue  # unknown run (the single path raises for it), or a repeat (gets the first's entry)
+        if base is None:
+            continue  # unknown run (the single path raises for it)
+        fence = op.fence
+        if fence is not None and claims.get(op.run) != (fence.holder, fence.token):
+            holder, token = claims.get(op.run, (None, 0))
+            refused[i] = fence_refused(op.run, fence, f"the entry at {op.entry.path!r}", holder, token)
+            continue
+        if key in first:
+            continue  # a repeat (gets the first's entry)
         first[key] = i
         bases[op.run] = assigned[i] = seq = base + 1
         e = op.entry
@@ -176,6 +231,9 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         raise OneAtATime
     results: list[tuple[bool, Any]] = []
     for i, op in enumerate(ops):
+        if i in refused:
+            results.append((False, refused[i]))
+            continue
         mine = assigned[i]
         if mine is not None and all_in:  # the common case: every row went in
             results.append((True, op.stored(mine)))

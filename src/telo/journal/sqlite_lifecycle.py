@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from telo.journal.chain import WriteChain
+from telo.journal.claims import Fence
 from telo.journal.memory import unknown_run
 from telo.journal.model import Admission, AdmitResult, Claim, RunRecord
-from telo.journal.sqlite_append import SeqBases
+from telo.journal.sqlite_append import SeqBases, check_claim
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, parts
 from telo.journal.sqlite_schema import Sql, record_from_row
 
@@ -27,7 +28,7 @@ from telo.journal.sqlite_schema import Sql, record_from_row
 class AdmitOp:
     """``admit`` as a writer operation (first admission wins; a repeated one gets the stored record)."""
 
-    __slots__ = ("params", "record", "run", "seqs", "sql")
+    __slots__ = ("claim", "params", "record", "run", "seqs", "sql")
 
     def __init__(self, sql: Sql, admission: Admission, now_ms: int, claim: Claim | None = None,
                  seqs: SeqBases | None = None) -> None:
@@ -35,9 +36,10 @@ class AdmitOp:
         self.sql = sql
         self.seqs = seqs
         self.run = a.run
+        self.claim = claim
         self.params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
                        a.digest_scope, now_ms, now_ms, claim.holder if claim else None,
-                       claim.until if claim else None)
+                       claim.until if claim else None, 1 if claim else 0)
         self.record = a.record(now_ms, claim)
 
     def __call__(self, conn: sqlite3.Connection) -> AdmitResult:
@@ -49,6 +51,7 @@ class AdmitOp:
     def admitted(self) -> None:
         if self.seqs is not None:  # a run inserted just now has no entries (none exist without their run)
             self.seqs.note(self.run, 0)
+            self.seqs.note_claim(self.run, self.claim.holder if self.claim else None, self.record.fence)
 
     def existing(self, conn: sqlite3.Connection) -> AdmitResult:
         return AdmitResult(False, read_record(conn, self.sql, self.run))
@@ -58,23 +61,40 @@ class CompleteOp:
     """``complete`` as a writer operation: the run's final status, result and error, its claim released.
 
     ``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if every one
-    of them did."""
+    of them did. ``fence``: the execution's claim (its chain's, for a deferred one) — the completion commits
+    only while it is the run's."""
 
-    __slots__ = ("chain", "params", "run", "sql")
+    __slots__ = ("chain", "fence", "params", "run", "seqs", "sql")
 
-    def __init__(self, sql: Sql, run: str, params: tuple[Any, ...], chain: WriteChain | None) -> None:
+    def __init__(self, sql: Sql, run: str, params: tuple[Any, ...], chain: WriteChain | None,
+                 fence: Fence | None = None, seqs: SeqBases | None = None) -> None:
         self.sql = sql
         self.run = run
         self.params = params  # the single statement's order: (status, …, updated_at, run)
         self.chain = chain
+        self.fence = fence if fence is not None or chain is None else chain.fence
+        self.seqs = seqs
 
     def __call__(self, conn: sqlite3.Connection) -> RunRecord:
         if self.chain is not None:
             self.chain.check()  # settle nothing over a hole in the execution's deferred writes
-        row = conn.execute(self.sql.complete_returning, self.params).fetchone()
+        fence = self.fence
+        if self.seqs is not None:
+            self.seqs.forget_claim(self.run)  # released by the completion (or, refused, not known)
+        if fence is None:
+            row = conn.execute(self.sql.complete_returning, self.params).fetchone()
+        else:
+            row = conn.execute(self.sql.complete_fenced, (*self.params, fence.holder, fence.token)).fetchone()
         if row is None:
+            if fence is not None:
+                check_claim(conn, self.sql, self.run, fence, "the completion")
             raise unknown_run(self.run)
         return record_from_row(row)
+
+    def group_params(self) -> tuple[Any, ...]:
+        """Its row of ``Sql.complete_many``: run first, then the single statement's values, then the fence."""
+        fence = self.fence
+        return (self.params[-1], *self.params[:-1], fence.holder if fence else None, fence.token if fence else None)
 
 
 def read_record(conn: sqlite3.Connection, sql: Sql, run: str) -> RunRecord:
@@ -122,7 +142,11 @@ def complete_group(conn: sqlite3.Connection, ops: list[CompleteOp]) -> list[tupl
     found: dict[str, RunRecord] = {}
     if todo:
         sql = todo[0].sql
-        statements = [(sql.complete_many(len(part)), [p for op in part for p in (op.params[-1], *op.params[:-1])])
+        seqs = todo[0].seqs
+        if seqs is not None:
+            for op in todo:
+                seqs.forget_claim(op.run)
+        statements = [(sql.complete_many(len(part)), [p for op in part for p in op.group_params()])
                       for part in parts(todo)]
         for rows in all_or_nothing(conn, statements, lambda cur: cur.fetchall()):
             for row in rows:
@@ -132,9 +156,19 @@ def complete_group(conn: sqlite3.Connection, ops: list[CompleteOp]) -> list[tupl
     for op, result in zip(ops, results, strict=True):
         if result is None:
             stored = found.get(op.run)
-            result = (True, stored) if stored is not None else (False, unknown_run(op.run))
+            result = (True, stored) if stored is not None else (False, _not_settled(conn, op))
         out.append(result)
     return out
+
+
+def _not_settled(conn: sqlite3.Connection, op: CompleteOp) -> Exception:
+    """Why a completion of a group settled nothing: its fence no longer holds the run, or the run is unknown."""
+    try:
+        if op.fence is not None:
+            check_claim(conn, op.sql, op.run, op.fence, "the completion")
+        return unknown_run(op.run)
+    except Exception as exc:
+        return exc
 
 
 def _distinct_runs(ops: Sequence[AdmitOp | CompleteOp]) -> None:

@@ -3,17 +3,20 @@
 The SQLite journal keeps the PostgreSQL journal's two tables — same names ``<prefix>_runs`` /
 ``<prefix>_entries``, same columns, same indexes — so a journal moves between the two by copying rows, and
 one reader understands both. telo's extension columns (``parked_reason``, ``parked_at``, ``manifest_digest``,
-``digest_scope``, ``workflow``, ``created_at``, ``updated_at``, ``epoch``) are nullable like in PostgreSQL.
-One column is SQLite's own: ``last_seq``, the run's seq floor. PostgreSQL numbers entries with one
-BIGSERIAL; here an append numbers its entry ``max(run's greatest seq, last_seq) + 1`` inside the write
-transaction — one ``INSERT … SELECT … FROM runs`` that also checks the run exists and hands the seq back
-through ``RETURNING``, so the fast path is one statement and writes no run row. ``truncate_before`` raises
-``last_seq`` to the greatest seq it saw before deleting, so numbers are never reused after compaction and
-``seq`` stays strictly increasing per run.
+``digest_scope``, ``workflow``, ``created_at``, ``updated_at``, ``epoch``, ``claim_fence``) are nullable like
+in PostgreSQL. ``claim_fence`` holds the fencing token of the run's latest claim grant
+(:mod:`telo.journal.claims`): every grant sets it one higher, a release keeps it, and each fenced write of an
+execution is a statement conditional on it (and on ``claim_holder``). One column is SQLite's own:
+``last_seq``, the run's seq floor. PostgreSQL numbers entries with one BIGSERIAL; here an append numbers its
+entry ``max(run's greatest seq, last_seq) + 1`` inside the write transaction — one ``INSERT … SELECT … FROM
+runs`` that also checks the run exists and hands the seq back through ``RETURNING``, so the fast path is one
+statement and writes no run row. ``truncate_before`` raises ``last_seq`` to the greatest seq it saw before
+deleting, so numbers are never reused after compaction and ``seq`` stays strictly increasing per run.
 
-The schema version lives in ``PRAGMA user_version`` (a future migration reads it); tables and indexes are
-created with ``IF NOT EXISTS`` inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once
-serialise on SQLite's write lock and the second one finds everything in place.
+The schema version lives in ``PRAGMA user_version``; tables and indexes are created with ``IF NOT EXISTS``
+inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once serialise on SQLite's write lock and
+the second one finds everything in place. Version 2 added ``claim_fence``: a version-1 journal gains the
+column (``ALTER TABLE … ADD COLUMN``, NULL reading as token 0) the first time this telo opens it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Final
 from telo.errors import JournalError
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
 # RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
 MIN_SQLITE: Final = (3, 35, 0)
@@ -63,6 +66,7 @@ RUN_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("updated_at", "INTEGER"),
     ("epoch", "INTEGER"),
     ("last_seq", "INTEGER NOT NULL DEFAULT 0"),
+    ("claim_fence", "INTEGER"),
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -81,7 +85,7 @@ RECORD_SELECT: Final = (
     "run, status, due_at, parked_path, parked_resource, parked_token, parked_at, parked_reason, "
     "inputs, inputs_codec_version, result, result_codec_version, error, collapsed_regions, "
     "collapse_reasons, replayed_steps, manifest_digest, digest_scope, workflow, created_at, updated_at, "
-    "claim_holder, claim_until, epoch"
+    "claim_holder, claim_until, epoch, claim_fence"
 )
 ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq"
 
@@ -90,10 +94,13 @@ _MULTI_INSERT: dict[tuple[str, int], str] = {}
 _MULTI_ADMIT: dict[tuple[str, int], str] = {}
 _MULTI_COMPLETE: dict[tuple[str, int], str] = {}
 
-# An admission's row: 12 parameters (the last two its first claim, NULL for none) and epoch 0.
+# An admission's row: 13 parameters (the last three its first claim and its token, NULL, NULL, 0 for none)
+# and epoch 0.
 _ADMIT_COLUMNS: Final = ("run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
-                         "digest_scope, created_at, updated_at, claim_holder, claim_until, epoch")
-_ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
+                         "digest_scope, created_at, updated_at, claim_holder, claim_until, claim_fence, epoch")
+_ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
+# A fenced write's condition: the run's claim is still the execution's (named parameters :holder, :token).
+FENCED: Final = "claim_holder = :holder AND claim_fence = :token"
 _CLEAR_PARK: Final = ("parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, "
                       "parked_reason = NULL")
 
@@ -114,6 +121,7 @@ class Sql:
     admit: str
     select_run: str
     append: str
+    append_fenced: str
     insert_entry: str  # a row as given (tests writing legacy rows, the benchmark's raw loop)
     run_exists: str
     seq_bases: str
@@ -123,12 +131,17 @@ class Sql:
     truncate: str
     unappend: str  # a row a group append wrote, taken out again (telo.journal.sqlite_append)
     complete_returning: str
+    complete_fenced: str
     park: str
+    park_fenced: str
     unpark: str
     claim: str
     claim_from: str
+    renew: str
     holder_of: str
+    claim_of: str
     release: str
+    release_fenced: str
     parked_on: str
     due_free: str
     due_claimed: str
@@ -178,14 +191,21 @@ class Sql:
             f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
             "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7 "
             f"FROM {runs} r WHERE r.run = ?1 RETURNING seq",
+            # ... and only while the run's claim is the execution's: ?8 holder, ?9 token
+            append_fenced=f"INSERT OR IGNORE INTO {entries} "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version) "
+            f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
+            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7 "
+            f"FROM {runs} r WHERE r.run = ?1 AND r.claim_holder = ?8 AND r.claim_fence = ?9 RETURNING seq",
             insert_entry=f"INSERT OR IGNORE INTO {entries} "
             "(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             run_exists=f"SELECT 1 FROM {runs} WHERE run = ?",
             # the seq base of each run of a JSON array of ids, as one JSON object {run: base}: one statement
             # text whatever the count, and one row to fetch
-            seq_bases=f"SELECT json_group_object(r.run, max(r.last_seq, ifnull((SELECT max(e.seq) "
-            f"FROM {entries} e WHERE e.run = r.run), 0))) FROM {runs} r "
-            "WHERE r.run IN (SELECT value FROM json_each(?))",
+            # ... each as [base, claim holder, fencing token]
+            seq_bases=f"SELECT json_group_object(r.run, json_array(max(r.last_seq, ifnull((SELECT max(e.seq) "
+            f"FROM {entries} e WHERE e.run = r.run), 0)), r.claim_holder, ifnull(r.claim_fence, 0))) "
+            f"FROM {runs} r WHERE r.run IN (SELECT value FROM json_each(?))",
             raise_floor=f"UPDATE {runs} SET last_seq = max(last_seq, ifnull((SELECT max(seq) FROM {entries} "
             "WHERE run = ?1 AND seq < ?2), 0)) WHERE run = ?1",
             select_entry=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? AND path = ?",
@@ -196,20 +216,36 @@ class Sql:
             "collapsed_regions = ?, collapse_reasons = ?, replayed_steps = ?, due_at = NULL, "
             f"{clear_park}, claim_holder = NULL, claim_until = NULL, updated_at = ? WHERE run = ? "
             f"RETURNING {RECORD_SELECT}",
+            complete_fenced=f"UPDATE {runs} SET status = ?, result = ?, result_codec_version = ?, error = ?, "
+            "collapsed_regions = ?, collapse_reasons = ?, replayed_steps = ?, due_at = NULL, "
+            f"{clear_park}, claim_holder = NULL, claim_until = NULL, updated_at = ? WHERE run = ? "
+            f"AND claim_holder = ? AND claim_fence = ? RETURNING {RECORD_SELECT}",
             park=f"UPDATE {runs} SET status = 'parked', parked_path = ?, parked_resource = ?, parked_token = ?, "
             "parked_at = ?, parked_reason = ?, due_at = ?, claim_holder = NULL, claim_until = NULL, "
             "updated_at = ? WHERE run = ?",
+            # a fenced park keeps the claim: the execution releases it once its body has unwound
+            park_fenced=f"UPDATE {runs} SET status = 'parked', parked_path = ?, parked_resource = ?, "
+            "parked_token = ?, parked_at = ?, parked_reason = ?, due_at = ?, updated_at = ? WHERE run = ? "
+            "AND claim_holder = ? AND claim_fence = ?",
             unpark=f"UPDATE {runs} SET status = 'running', {clear_park}, due_at = NULL, updated_at = ? "
             "WHERE run = ? AND status = 'parked'",
             # reference §7 claimRun, verbatim but for the NULL holder (a row nobody ever claimed).
-            claim=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until WHERE run = :run AND "
-            "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now OR claim_holder = :holder)",
+            # Every grant bumps the fencing token and hands it back.
+            claim=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until, "
+            "claim_fence = ifnull(claim_fence, 0) + 1 WHERE run = :run AND "
+            "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now OR claim_holder = :holder) "
+            "RETURNING claim_fence",
             # taking over a dead holder's claim: compare-and-set on the holder text we judged dead
-            claim_from=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until "
-            "WHERE run = :run AND claim_holder = :old",
+            claim_from=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until, "
+            "claim_fence = ifnull(claim_fence, 0) + 1 WHERE run = :run AND claim_holder = :old "
+            "RETURNING claim_fence",
+            renew=f"UPDATE {runs} SET claim_until = :until WHERE run = :run AND {FENCED}",
             holder_of=f"SELECT claim_holder FROM {runs} WHERE run = ?",
+            claim_of=f"SELECT claim_holder, ifnull(claim_fence, 0) FROM {runs} WHERE run = ?",
             release=f"UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "
             "WHERE run = ? AND claim_holder = ?",
+            release_fenced=f"UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "
+            "WHERE run = ? AND claim_holder = ? AND claim_fence = ?",
             # the first parked run in admission order, as the memory store's dict iteration finds it
             parked_on=f"SELECT {RECORD_SELECT} FROM {runs} WHERE parked_token = ? AND status = 'parked' "
             "ORDER BY rowid LIMIT 1",
@@ -232,7 +268,7 @@ class Sql:
         return text
 
     def admit_many(self, rows: int) -> str:
-        """``INSERT OR IGNORE`` of ``rows`` admissions (12 parameters each), returning the runs inserted."""
+        """``INSERT OR IGNORE`` of ``rows`` admissions (13 parameters each), returning the runs inserted."""
         text = _MULTI_ADMIT.get((self.runs, rows))
         if text is None:
             values = ", ".join([f"({_ADMIT_VALUES})"] * rows)
@@ -242,23 +278,26 @@ class Sql:
         return text
 
     def complete_many(self, rows: int) -> str:
-        """``complete`` of ``rows`` runs at once, 9 parameters each — run, status, result, its codec version,
-        error, collapsed regions, collapse reasons, replayed steps, updated_at — returning their records."""
+        """``complete`` of ``rows`` runs at once, 11 parameters each — run, status, result, its codec version,
+        error, collapsed regions, collapse reasons, replayed steps, updated_at, then the fence's holder and
+        token (NULL, NULL for an unfenced completion) — returning the records of those it settled."""
         text = _MULTI_COMPLETE.get((self.runs, rows))
         if text is None:
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
             text = _MULTI_COMPLETE[(self.runs, rows)] = (
                 f"UPDATE {self.runs} SET status = v.column2, result = v.column3, result_codec_version = v.column4, "
                 "error = v.column5, collapsed_regions = v.column6, collapse_reasons = v.column7, "
                 f"replayed_steps = v.column8, due_at = NULL, {_CLEAR_PARK}, claim_holder = NULL, "
                 f"claim_until = NULL, updated_at = v.column9 FROM (VALUES {values}) AS v "
-                f"WHERE {self.runs}.run = v.column1 RETURNING {RECORD_SELECT}"
+                f"WHERE {self.runs}.run = v.column1 AND (v.column10 IS NULL OR ({self.runs}.claim_holder = "
+                f"v.column10 AND {self.runs}.claim_fence = v.column11)) RETURNING {RECORD_SELECT}"
             )
         return text
 
-    def update(self, columns: Sequence[str]) -> str:
+    def update(self, columns: Sequence[str], *, fenced: bool = False) -> str:
         sets = ", ".join(f"{c} = ?" for c in columns)
-        return f"UPDATE {self.runs} SET {sets} WHERE run = ?"
+        return f"UPDATE {self.runs} SET {sets} WHERE run = ?" + (" AND claim_holder = ? AND claim_fence = ?"
+                                                                  if fenced else "")
 
     def list_runs(self, status: bool, workflow: bool, since: bool, after: bool) -> str:
         where = ["1 = 1"]
@@ -352,6 +391,10 @@ def create_schema(conn: sqlite3.Connection, sql: Sql, path: str) -> None:
         version = _schema_version(conn, path)
         for stmt in sql.ddl:
             conn.execute(stmt)
+        have = {row[1] for row in conn.execute(f"PRAGMA table_info({sql.runs})")}
+        for name, kind in RUN_COLUMNS:
+            if name not in have:  # a journal of an older schema version (see the module docstring)
+                conn.execute(f"ALTER TABLE {sql.runs} ADD COLUMN {name} {kind}")
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -369,7 +412,7 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
     (
         run, status, due_at, p_path, p_resource, p_token, p_at, p_reason,
         inputs, inputs_v, result, result_v, error, collapsed, reasons, replayed,
-        digest, scope, workflow, created, updated, holder, until, epoch,
+        digest, scope, workflow, created, updated, holder, until, epoch, fence,
     ) = row  # fmt: skip
     return RunRecord(
         run=run,
@@ -391,6 +434,7 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
         updated_at=updated,
         claim=None if holder is None else Claim(holder, until if until is not None else 0),
         epoch=epoch or 0,
+        fence=fence or 0,
     )
 
 

@@ -18,7 +18,14 @@ Semantics every store keeps (the conformance suite in ``tests/stores/`` checks e
   ``scheduled`` with ``due_at <= now``; or ``parked`` with ``due_at <= now`` or an entry already at its
   park path (a crash between a delivery's append and its unpark).
 - :meth:`claim` is refused while another holder's claim is live; a lapsed claim, or one whose holder
-  process is gone from this host (:mod:`telo.journal.claims`), is taken over.
+  process is gone from this host (:mod:`telo.journal.claims`), is taken over. Every grant returns a fencing
+  token greater than every token granted for the run before (a fresh admission claimed with its row holds 1).
+- **fenced writes** (:mod:`telo.journal.claims` "Fencing"): ``append``, ``park``, ``complete`` and
+  ``update_run`` take an optional ``fence``. With one, the write is applied only while the run's claim is
+  still that fence's — same holder, same token, lapsed or not — checked in the same transaction (SQLite,
+  PostgreSQL) or under the same lock (file, memory) as the write; otherwise nothing is written and the call
+  raises ``ClaimLost`` (``ERR_DURABLE_CLAIM_LOST``). A fenced park keeps the claim (the execution releases it
+  once its body has unwound); an unfenced write is an operator's and is applied whoever holds the run.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from telo.journal.claims import DEFAULT_TTL_MS, Fence
 from telo.journal.model import Admission, AdmitResult, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
 
 WakeCallback = Callable[[str], None]
@@ -50,6 +58,8 @@ class Store(abc.ABC):
 
     #: a short name for messages and ``telo runs show`` ("memory", "sqlite", "file", "postgres")
     kind: str = "abstract"
+    #: the lease executions take their claims for (a journal's ``claimTtl``; telo.journal.claims)
+    claim_ttl_ms: int = DEFAULT_TTL_MS
 
     # --- runs -------------------------------------------------------------------------------------------
 
@@ -61,20 +71,22 @@ class Store(abc.ABC):
     def read_run(self, run: str) -> RunRecord | None: ...
 
     @abc.abstractmethod
-    def complete(self, run: str, outcome: Outcome) -> RunRecord:
+    def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:
         """Settle a run: status, result/error and counts; clears the park, ``due_at`` and the claim."""
 
     @abc.abstractmethod
-    def park(self, run: str, parked: Parked) -> RunRecord:
-        """Status ``parked`` with ``parked`` and ``due_at = parked.at``; releases the claim."""
+    def park(self, run: str, parked: Parked, *, fence: Fence | None = None) -> RunRecord:
+        """Status ``parked`` with ``parked`` and ``due_at = parked.at``; releases the claim — unless
+        ``fence``: then the claim stays the execution's until it releases it."""
 
     @abc.abstractmethod
     def unpark(self, run: str) -> bool:
         """A parked run becomes ``running`` again (park and ``due_at`` cleared); False if it was not parked."""
 
     @abc.abstractmethod
-    def update_run(self, run: str, **fields: Any) -> RunRecord:
-        """Set record fields by their RunRecord names (``status``, ``due_at``, ``manifest_digest``, ...).
+    def update_run(self, run: str, *, fence: Fence | None = None, **fields: Any) -> RunRecord:
+        """Set record fields by their RunRecord names (``status``, ``due_at``, ``manifest_digest``, ...; not
+        ``claim`` or ``fence``, which only claims change).
 
         For lifecycle changes the dedicated calls are preferred; this one serves operator overrides
         (resume after a manifest change, restore) and the digest bookkeeping.
@@ -95,23 +107,37 @@ class Store(abc.ABC):
     # --- claims -----------------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> bool:
-        """Take or renew the claim on a run until ``now_ms + ttl_ms``.
+    def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
+        """Take the claim on a run until ``now_ms + ttl_ms``; returns its new fencing token (>= 1).
 
         Granted when the run has no claim, the claim lapsed, ``holder`` already holds it, or its holder's
-        process is gone from this host. Refused (False) while another live holder's claim runs, and for
-        an unknown run.
+        process is gone from this host. Every grant — a takeover, and a re-grant to the same holder alike —
+        bumps the run's token, so an earlier execution holding the old one is fenced out. Refused (None)
+        while another live holder's claim runs, and for an unknown run.
         """
 
     @abc.abstractmethod
-    def release(self, run: str, holder: str) -> None:
-        """Drop the claim if ``holder`` holds it."""
+    def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
+        """Extend the claim to ``now_ms + ttl_ms`` if it is still ``fence``'s (lapsed or not: the token proves
+        nobody was granted the run since); False, changing nothing, if it is not."""
+
+    @abc.abstractmethod
+    def release(self, run: str, holder: str, token: int | None = None) -> None:
+        """Drop the claim if ``holder`` holds it (and, given ``token``, under that token)."""
 
     # --- entries ----------------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def append(self, run: str, entry: Entry) -> Entry:
+    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
         """Append unless the path already has an entry; return the STORED entry (with its ``seq``)."""
+
+    @abc.abstractmethod
+    def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
+        """Deliver to the run parked on ``token`` (reference §6 "Local.Deliver"), atomically: store a step
+        entry (no target) of ``value`` under codec ``v`` at its park path and unpark it — only if the run is
+        parked on ``token`` and nothing is stored at that path yet. Returns the run delivered to, or None
+        when nothing was (no such park, or another delivery got there first): of N racing deliveries to a
+        token, exactly one gets a run back, and its payload is the one stored."""
 
     @abc.abstractmethod
     def read_entries(self, run: str) -> list[Entry]:

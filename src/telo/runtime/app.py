@@ -53,6 +53,7 @@ class Application:
         self.target_results: dict[str, Any] = {}
         self.inputs: dict[str, Any] = {}  # `telo run --input k=v`: the targets' inputs
         self.failed_runs: list[tuple[str, dict[str, Any]]] = []
+        self.stopped_runs: list[tuple[str, dict[str, Any]]] = []
 
     @classmethod
     def load(cls, source: str | Path, *, text: str | None = None, env: Mapping[str, str] | None = None,
@@ -137,6 +138,11 @@ class Application:
         stays the targets' (reference §1: a run is started detached; its outcome is `telo result`'s to
         tell), so scenario manifests that fail runs on purpose keep their meaning."""
         self.failed_runs.append((run, dict(error)))
+
+    def run_stopped(self, run: str, error: Mapping[str, Any]) -> None:
+        """An execution of a durable run in this process stopped before the run settled — its claim went to
+        another execution, or a journal write failed — and left the run for another: ``telo run`` reports it."""
+        self.stopped_runs.append((run, dict(error)))
 
     async def run_targets(self) -> None:
         scope: dict[str, Any] = {**self.module_scope(), "inputs": self.inputs, "steps": {}}

@@ -128,12 +128,12 @@ def test_lines_keep_the_upstream_shapes(store: FileStore, directory: Path, clock
         {"type": "entry", "entry": {"path": "steps/opened", "kind": "step",
                                     "target": {"kind": "Run.Value", "name": "before"}, "v": 2,
                                     "value": '{"stage":"b"}'}},
-        {"type": "claim", "holder": "w1", "until": now + 60_000},
+        {"type": "claim", "holder": "w1", "until": now + 60_000, "fence": 1},
         # park: the record merged with status/parked; no `at`, so NO dueAt (reference §15.8 not copied)
         {"type": "run", "run": "park:t1", "status": "parked", "parked": {
             "path": "steps/waitForApproval", "resource": "approval", "token": "approve:t1"},
          "inputs": frame_inputs, "inputsCodecVersion": 2, **common, "updatedAt": now},
-        {"type": "claim", "holder": None},  # park releases the claim
+        {"type": "claim", "holder": None, "fence": 1},  # park releases the claim (its token stays)
         {"type": "entry", "entry": {"path": "steps/waitForApproval", "kind": "step", "v": 2,
                                     "value": '{"approvedBy":"ada"}'}},
         {"type": "run", "run": "park:t1", "status": "running", "inputs": frame_inputs,
@@ -167,7 +167,8 @@ def test_release_writes_a_null_claim_and_only_for_the_holder(store: FileStore, d
     store.release("r", "a")
     store.release("r", "a")  # nothing held: nothing written
     claims = [ln for ln in lines(run_file(directory, "r")) if ln["type"] == "claim"]
-    assert claims == [{"type": "claim", "holder": "a", "until": 100}, {"type": "claim", "holder": None}]
+    assert claims == [{"type": "claim", "holder": "a", "until": 100, "fence": 1},
+                      {"type": "claim", "holder": None, "fence": 1}]
 
 
 def test_unknown_line_types_and_blank_lines_are_skipped(store: FileStore, directory: Path) -> None:

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 from telo.kinds.registry import KindSpec, ModuleSpec, module
 
-from .common import NAME_PATTERN, compile_time, config, exactly_one, ref
+from .common import NAME_PATTERN, compile_time, config, duration, exactly_one, ref
 
 _CONTRACT = "DurableLocal.Journal"
+# The lease of the claims an execution holds on its runs (telo.journal.claims): renewed every third of it; a
+# holder silent for longer (paused, partitioned) loses the run to another worker. At least 1s.
+_CLAIM_TTL = compile_time(**duration(default="60s"))
 
 FILE = KindSpec(
     "DurableJournalFile", "Journal",
     # One NDJSON file per run under `directory`, created recursively at init.
-    config({"directory": compile_time(type="string", minLength=1, **{"x-telo-type": "Telo.HostPath"})},
+    config({"directory": compile_time(type="string", minLength=1, **{"x-telo-type": "Telo.HostPath"}),
+            "claimTtl": _CLAIM_TTL},
            ("directory",)),
     "provider", extends=_CONTRACT,
 )
@@ -26,6 +30,7 @@ SQLITE = KindSpec(
             "path": compile_time(type="string", minLength=1, **{"x-telo-type": "Telo.HostPath"}),
             # FULL by default: a commit is on disk before a step is reported done (docs/design.md).
             "synchronous": compile_time(enum=["OFF", "NORMAL", "FULL", "EXTRA"], default="FULL"),
+            "claimTtl": _CLAIM_TTL,
         },
         ("path",),
     ),
@@ -41,6 +46,7 @@ POSTGRES = KindSpec(
             "table": compile_time(type="string", pattern=NAME_PATTERN, default="telo_durable"),
             "createTable": compile_time(type="boolean", default=True),
             "notifyChannel": compile_time(type="string", pattern=NAME_PATTERN),  # default `<table>_wake`
+            "claimTtl": _CLAIM_TTL,
         },
         oneOf=exactly_one("connection", "url"),
     ),

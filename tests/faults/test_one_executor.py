@@ -1,0 +1,72 @@
+"""One executor at a time, under the faults that are not ``kill -9`` (issue 12, cases 1 and 2).
+
+Each test drives real ``telo`` processes over a payment workflow (``prepare``, idempotent, then ``charge``,
+which must never run twice) on SQLite, the file journal and PostgreSQL, with a 1 s lease (``claimTtl``), and
+judges from the ledger the effects write themselves (tests/faults/workflows/payments.py).
+
+- **A holder paused past its lease.** Process A is SIGSTOPped inside ``prepare``; once its lease has lapsed,
+  worker B takes the run over, re-drives ``prepare``, charges and completes the run. A is continued: before
+  fencing it charged a second time (the intent B wrote held the same value, and first writer wins handed it
+  back) and its completion overwrote B's record. Now A's first write after waking is refused
+  (``ERR_DURABLE_CLAIM_LOST``) and A stops before its next effect, saying so on stderr.
+- **A holder whose event loop is blocked.** ``prepare`` is an ``async def`` that blocks its loop for three
+  leases: the claim used to lapse while its holder was alive, and a second worker charged too. Renewals now run
+  on their own thread: the claim never lapses, the second worker finds nothing to do, and A charges once.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from tests.faults.conftest import KINDS
+from tests.faults.support import Payments
+
+LEASE_S = 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_holder_paused_past_its_lease_never_charges_again(kind: str, payments: Callable[..., Payments]) -> None:
+    flow = payments(kind)
+    run = "pay:paused"
+    a = flow.run(run, label="a", env={"FAULT_PREPARE_MS": "1500"})
+    flow.wait_for_line("prepare", a.pid)
+    a.signal(signal.SIGSTOP)  # paused inside its idempotent step, holding the claim
+    try:
+        time.sleep(LEASE_S * 2.5)
+        b = flow.worker(label="b")
+        assert b.wait(60) == 0, b.output()
+        taken = flow.record(run)
+        assert taken.status == "completed", f"[{kind}] B did not complete the run: {taken!r}\n{b.output()}"
+    finally:
+        a.signal(signal.SIGCONT)
+    a.wait(60)
+    ctx = f"[{kind}]"
+    charges = [line for line in flow.lines() if line.step == "charge"]
+    assert [line.pid for line in charges] == [b.pid], f"{ctx} charge executed by {charges} (A={a.pid}, B={b.pid})"
+    assert Counter(line.step for line in flow.lines() if line.pid == a.pid) == {"prepare": 1}, flow.lines()
+    final = flow.record(run)
+    assert final.status == "completed" and final.claim is None
+    assert final.decoded_result()["steps"]["charge"]["result"]["by"] == b.pid, f"{ctx} A overwrote B's outcome"
+    assert "ERR_DURABLE_CLAIM_LOST" in a.output(), f"{ctx} A did not say why it stopped:\n{a.output()}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_holder_blocking_its_event_loop_keeps_its_claim(kind: str, payments: Callable[..., Payments]) -> None:
+    flow = payments(kind, prepare="prepare_blocking")
+    run = "pay:blocked"
+    a = flow.run(run, label="a", env={"FAULT_PREPARE_MS": str(int(LEASE_S * 3000))})
+    flow.wait_for_line("prepare", a.pid)
+    time.sleep(LEASE_S * 1.5)  # past the lease while A's loop is still blocked
+    b = flow.worker(label="b")  # runs until nothing is due or running: it waits for A's run to settle
+    assert a.wait(60) == 0, a.output()
+    assert b.wait(60) == 0, b.output()
+    ctx = f"[{kind}]"
+    by_step = Counter((line.step, line.pid) for line in flow.lines())
+    assert by_step == {("prepare", a.pid): 1, ("charge", a.pid): 1}, f"{ctx} {flow.lines()} (A={a.pid}, B={b.pid})"
+    final = flow.record(run)
+    assert final.status == "completed" and final.fence == 1, f"{ctx} the run changed hands: {final!r}"
