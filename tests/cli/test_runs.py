@@ -206,13 +206,14 @@ def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) 
         assert live["status"] == "running"
         assert live["claim"]["alive"] is True and live["claim"]["live"] is True
         assert live["claim"]["pid"] == proc.pid and live["claim"]["holder"].startswith("workflow-flow@")
+        assert live["claim"]["fence"] == 1  # the first grant of the run's claim
     finally:
         proc.kill()
         proc.wait()
     dead = env.json("runs", "show", "flow:k")
     assert dead["status"] == "running" and dead["claim"]["alive"] is False and dead["claim"]["live"] is False
     human = env.j("runs", "show", "flow:k").stdout
-    assert re.search(r"claim: workflow-flow@\S+ until \S+ \(lapsed; holder process dead\)", human)
+    assert re.search(r"claim: workflow-flow@\S+ until \S+ \(lapsed; holder process dead; fencing token 1\)", human)
 
     # Resubmitted, the interrupted effect's outcome is unknown: the (non-idempotent) function parks for an
     # operator; the answer is recorded and listed as an unconfirmed effect.

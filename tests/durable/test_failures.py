@@ -140,3 +140,13 @@ def _catching(target: Target) -> WorkflowBody:
     raw = [{"name": "t", "try": [{"name": "odd", "invoke": target}],
             "catch": [{"name": "seen", "value": lambda s: s["error"]}]}]
     return WorkflowBody("c", compile_steps(raw, DictCompiler(), where="test"))
+
+
+def test_a_step_list_with_a_duplicate_name_is_refused_inside_a_durable_run(store: Store) -> None:
+    """A Run.Sequence target may repeat a name (upstream: the later result overwrites); invoked inside a durable
+    run, its second step would replay the first's receipt, so the list is refused before either runs."""
+    first, second = Target("first"), Target("second")
+    result = execute(store, "d", body([{"name": "pay", "invoke": first}, {"name": "pay", "invoke": second}]))
+    assert result.status == "failed" and result.error is not None
+    assert result.error["code"] == "ERR_DUPLICATE_STEP_NAME" and "'pay'" in result.error["message"]
+    assert first.calls == second.calls == []

@@ -1,8 +1,8 @@
 """What the fault suite's tests share: a payment workflow on one store, real ``telo`` processes, the ledger.
 
 A :class:`Payments` is one store (tests/crash/support.py ``make_spec``: a SQLite file, a file-journal
-directory, a PostgreSQL table prefix), a manifest written for it (``prepare`` → ``charge``, the charge a
-``Python.Function`` with the default unconfirmed-effect policy, ``park``: it must never run twice), and a
+directory, a PostgreSQL table prefix), a manifest written for it (``prepare`` → ``charge`` → ``notify``, the
+charge a ``Python.Function`` with the default unconfirmed-effect policy, ``park``: it must never run twice), and a
 ledger the effects write themselves (workflows/payments.py). Processes are started with the locations in
 their environment and can be paused (SIGSTOP/SIGCONT), signalled and killed.
 """
@@ -61,6 +61,11 @@ kind: Py.Function
 metadata: {{ name: charge }}
 function: payments:charge
 ---
+kind: Py.Function
+metadata: {{ name: notify }}
+function: payments:notify
+keyConsuming: true
+---
 kind: Local.Workflow
 metadata: {{ name: pay }}
 journal: !ref runs
@@ -69,6 +74,7 @@ inputs: {{ id: !cel "inputs.id" }}
 steps:
   - {{ name: prepare, invoke: !ref prepare, inputs: {{ id: !cel "inputs.id" }} }}
   - {{ name: charge, invoke: !ref charge, inputs: {{ id: !cel "inputs.id" }} }}
+  - {{ name: notify, invoke: !ref notify, inputs: {{ id: !cel "inputs.id" }} }}
 """
 
 

@@ -67,6 +67,7 @@ def test_a_holder_blocking_its_event_loop_keeps_its_claim(kind: str, payments: C
     assert b.wait(60) == 0, b.output()
     ctx = f"[{kind}]"
     by_step = Counter((line.step, line.pid) for line in flow.lines())
-    assert by_step == {("prepare", a.pid): 1, ("charge", a.pid): 1}, f"{ctx} {flow.lines()} (A={a.pid}, B={b.pid})"
+    assert by_step == {("prepare", a.pid): 1, ("charge", a.pid): 1, ("notify", a.pid): 1}, (
+        f"{ctx} {flow.lines()} (A={a.pid}, B={b.pid})")
     final = flow.record(run)
     assert final.status == "completed" and final.fence == 1, f"{ctx} the run changed hands: {final!r}"

@@ -19,6 +19,13 @@ EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, a busy run ...
 NOT_THERE = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND"})
 
 
+# `telo run` and `telo worker`: how long a SIGTERM/SIGINT lets running effects finish (telo.durable.shutdown).
+grace_option = click.option(
+    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
+    help="On SIGTERM/SIGINT: let running effects finish and record their receipts for this long, start nothing "
+    "new, release claims, then exit 128+signal; a second signal stops at once.")
+
+
 class TeloGroup(click.Group):
     """Turns a TeloError escaping any command into one clear line and a documented exit code."""
 
@@ -66,6 +73,7 @@ def frame_decode(frame_text: str) -> None:
 
 
 def main() -> None:
-    from telo.cli import run_cmds, runs_cmds, runs_group, ui_cmd  # noqa: F401 - registers the commands on `cli`
+    from telo.cli import logs, run_cmds, runs_cmds, runs_group, ui_cmd  # noqa: F401 - registers the commands on `cli`
 
+    logs.install()
     sys.exit(cli.main(standalone_mode=True))

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli
+from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
 from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.errors import TeloError
 
@@ -48,9 +48,11 @@ def print_diagnostics(diagnostics: Sequence[Any]) -> None:
 @click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto",
               show_default=True, help="Durable steps as they run, on stderr: a live view (auto: when stderr is "
               "a terminal), plain lines, or off.")
-def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress: str) -> None:
+@grace_option
+def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress: str, grace: float) -> None:
     """Run a manifest's targets; durable runs it starts are awaited until they settle or park."""
     from telo.cli.progress import watching
+    from telo.durable.shutdown import run_draining
     from telo.manifest import ManifestLoadError
     from telo.runtime.app import Application
     from telo.values import to_plain
@@ -64,7 +66,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
     app.inputs = parse_inputs(inputs)
     try:
         with watching(app, progress):
-            code = asyncio.run(app.main())
+            code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
         click.echo(f"error: {exc.code}: {exc.message}", err=True)
         if exc.hint:
@@ -74,7 +76,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         click.echo(f"run {run!r} failed: {error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}",
                    err=True)
     for run, error in app.stopped_runs:
-        click.echo(f"run {run!r} stopped before it settled, left to the execution holding it: "
+        click.echo(f"run {run!r} stopped before it settled (it continues wherever it is executed next): "
                    f"{error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}", err=True)
     if as_json:
         click.echo(json.dumps({k: to_plain(v) for k, v in app.target_results.items()}, ensure_ascii=False))

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli
+from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, RunRecord
 
@@ -79,7 +79,7 @@ def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
     if unconfirmed:
         out["unconfirmedEffects"] = unconfirmed
     if record.claim is not None:
-        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until}
+        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until, "fence": record.fence}
     if record.error:
         out["error"] = dict(record.error)
     if record.terminal:
@@ -226,13 +226,16 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
 @click.option("--interval", default="1s", show_default=True, help="How often to sweep for due runs.")
 @click.option("--until-idle", is_flag=True, help="Exit once no run is due or running (for scripts and tests).")
-def worker_command(manifest: str, interval: str, until_idle: bool) -> None:
+@grace_option
+def worker_command(manifest: str, interval: str, until_idle: bool, grace: float) -> None:
     """Continue due runs of every workflow in MANIFEST (claims make several workers safe on one journal)."""
+    from telo.durable.shutdown import run_draining
     from telo.durable.worker import run_worker
     from telo.manifest import ManifestLoadError
 
     try:
-        sys.exit(asyncio.run(run_worker(manifest, interval=interval, until_idle=until_idle)))
+        sys.exit(asyncio.run(run_draining(run_worker(manifest, interval=interval, until_idle=until_idle),
+                                          grace_s=grace)))
     except ManifestLoadError as exc:
         for d in exc.diagnostics:
             click.echo(str(d), err=True)

@@ -248,6 +248,7 @@ def show_view(store: Any, run: str) -> dict[str, Any]:
         claim = holder_view(record.claim.holder)
         claim["until"] = ms_time(record.claim.until)
         claim["live"] = rules.claim_is_live(record.claim, int(time.time() * 1000))
+        claim["fence"] = record.fence
         view["claim"] = claim
     unconfirmed = unconfirmed_report(store, run)
     if unconfirmed:
@@ -295,7 +296,8 @@ def show_command(run: str, journal: str | None, manifest: str | None, as_json: b
     if claim is not None:
         alive = {True: "alive", False: "dead", None: "unknown (another host)"}[claim.get("alive")]
         human["claim"] = (f"{claim['holder']} until {shown(claim['until'])} "
-                          f"({'live' if claim['live'] else 'lapsed'}; holder process {alive})")
+                          f"({'live' if claim['live'] else 'lapsed'}; holder process {alive}; "
+                          f"fencing token {claim['fence']})")
     digest = human.pop("digest", {})
     human["manifestDigest"] = digest.get("manifestDigest")
     human["digestScope"] = digest.get("digestScope")

@@ -18,7 +18,7 @@ from typing import Any, Final, NoReturn
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.durable import effects, failures
+from telo.durable import effects, failures, shutdown
 from telo.durable.aio import AsyncStore
 from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
@@ -70,7 +70,7 @@ class RunCancelled(DurableError):
 
 # What stops an execution rather than fails its body (telo.engine.suspend.ExecutionHalted): raised by the
 # journal, or by the handle itself, they reach the body only as a halt no catch can see.
-_HALTING = (ClaimLost, ChainBroken, RunCancelled)
+_HALTING = (ClaimLost, ChainBroken, RunCancelled, shutdown.ShuttingDown)
 
 
 class LocalRunHandle:
@@ -297,6 +297,8 @@ class LocalRunHandle:
             # idempotency key, exactly what its policy does after a crash inside it.
             await self.flush()
         await self._still_holding()
+        if shutdown.draining():  # (after the flush above: what this execution finished is durable)
+            raise shutdown.refusal(self.run_id, path)
         if self.on_step:
             self.on_step("executing", path, target)
         faults.point("before-effect")

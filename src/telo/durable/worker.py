@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from telo.durable import shutdown
 from telo.durable.workflow import Resumer, Workflow
 from telo.journal.model import RunFilter
 from telo.runtime.app import Application
@@ -26,13 +27,16 @@ async def run_worker(manifest: str, *, interval: str = "1s", until_idle: bool = 
     try:
         if not until_idle:
             await asyncio.gather(*(r.loop() for r in resumers))
+            await app.wait_holds()
             return app.exit_code
-        while True:
+        while not shutdown.draining():
             resumed = sum([await r.sweep() for r in resumers])
             await app.wait_holds()
             if resumed == 0 and not any(_pending(r) for r in resumers):
                 return app.exit_code
             await asyncio.sleep(resumers[0].interval_s() if resumers else 0.1)
+        await app.wait_holds()
+        return app.exit_code
     finally:
         for r in resumers:
             await r.teardown()

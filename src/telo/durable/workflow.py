@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from telo import faults
 from telo.clock import uuid7
+from telo.durable import shutdown
 from telo.durable.aio import AsyncStore
 from telo.durable.digest import digest_of
 from telo.durable.effects import EffectPolicy
@@ -212,6 +213,8 @@ class Workflow(Resource):
         has come or the run was unparked early (an operator resume), so the caller continues it now."""
         clock = self.app.clock
         while True:
+            if shutdown.draining():
+                return False  # the park is journaled: a worker continues the run when it is due
             remaining_ms = due_at - clock.now_ms()
             if remaining_ms <= 0:
                 return True
@@ -283,13 +286,15 @@ class Resumer(Resource):
             loop.call_soon_threadsafe(self._wake.set)
 
         unsubscribe = self.workflow.journal.store.subscribe_wake(woken)
+        undrain = shutdown.on_drain(self.stop)
         try:
-            while not self._stopped:
+            while not self._stopped and not shutdown.draining():
                 await self.sweep()
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.interval_s())
         finally:
+            undrain()
             if unsubscribe is not None:
                 unsubscribe()
 
@@ -301,6 +306,8 @@ class Resumer(Resource):
         run paying its fsyncs in turn (100 interrupted runs: ~1,300 commits one after another otherwise)."""
         wf = self.workflow
         store = wf.store
+        if shutdown.draining():
+            return 0
         try:
             due = await store.due_runs(self.app.clock.now_ms(), self.batch + len(self.unreadable))
         except TeloError:
@@ -340,6 +347,10 @@ class Resumer(Resource):
         log.info("durable.resumer.resumed", extra={"durable.run": run, "durable.status": execution.status})
         return 1
 
-    async def teardown(self) -> None:
+    def stop(self) -> None:
+        """Sweep no more (teardown, or the process is draining: telo.durable.shutdown)."""
         self._stopped = True
         self._wake.set()
+
+    async def teardown(self) -> None:
+        self.stop()

@@ -27,6 +27,7 @@ from telo.engine.steps import (
     InvokeStep,
     RetryPolicy,
     Step,
+    StepsWithDuplicate,
     SwitchStep,
     ThrowStep,
     TryStep,
@@ -35,7 +36,7 @@ from telo.engine.steps import (
 )
 from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import NO_SUSPEND
-from telo.errors import PredicateNotBoolean, SuspendForbidden, TeloError
+from telo.errors import ERR_DUPLICATE_STEP_NAME, PredicateNotBoolean, SuspendForbidden, TeloError
 from telo.journal.model import NO_VALUE
 
 SUSPENDING_BACKOFF_MS = 30_000
@@ -75,6 +76,15 @@ def body_base() -> str:
 async def run_steps(steps: Sequence[Step], scope: dict[str, Any], services: Services, base: str | None = None) -> None:
     """Run a step list in ``scope`` (whose ``steps`` map the steps write into), under path ``base``."""
     base = base if base is not None else body_base()
+    if type(steps) is StepsWithDuplicate and current().handle is not None:
+        raise TeloError(
+            ERR_DUPLICATE_STEP_NAME,
+            f"{steps.where}: two steps are named {steps.duplicate!r}, and this list runs inside durable run "
+            f"{current().run_id!r}: both would record under one journal path, and the second would replay the "
+            "first's result instead of running",
+            hint="rename one of the steps",
+            data={"step": steps.duplicate},
+        )
     for step in steps:
         await run_step(step, scope, services, paths.child(base, step.name))
 

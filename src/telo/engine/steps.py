@@ -127,7 +127,13 @@ class _Compile:
     def steps(self, raw: Any, segs: list[str | int], where: str) -> tuple[Step, ...]:
         if not isinstance(raw, list):
             raise EngineError("ERR_MANIFEST_VALIDATION_FAILED", f"{where}: a step list must be a list")
-        return tuple(self.step(s, [*segs, i], f"{where}[{i}]") for i, s in enumerate(raw))
+        compiled = tuple(self.step(s, [*segs, i], f"{where}[{i}]") for i, s in enumerate(raw))
+        seen: set[str] = set()
+        for step in compiled:
+            if step.name in seen:
+                return StepsWithDuplicate(compiled, step.name, where)
+            seen.add(step.name)
+        return compiled
 
     def step(self, raw: Any, segs: list[str | int], where: str) -> Step:
         if not isinstance(raw, Mapping):
@@ -190,6 +196,20 @@ class _Compile:
             f"{here}: a step needs one of {', '.join(STEP_KEYS)}",
             hint="an invoke step names its target with `invoke: !ref <resource>`",
         )
+
+
+class StepsWithDuplicate(tuple):  # type: ignore[type-arg]
+    """A step list in which two siblings share a name (``duplicate``). Outside a durable run that is upstream's
+    behaviour (the later result overwrites the earlier); inside one both would record under one journal path
+    and the second replay the first's result, so the interpreter refuses to run it (ERR_DUPLICATE_STEP_NAME)."""
+
+    duplicate: str
+    where: str
+
+    def __new__(cls, steps: tuple[Step, ...], duplicate: str, where: str) -> StepsWithDuplicate:
+        made = super().__new__(cls, steps)
+        made.duplicate, made.where = duplicate, where
+        return made
 
 
 def compile_steps(raw: Any, compiler: StepCompiler, *, where: str, field_name: str = "steps") -> tuple[Step, ...]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from telo import errors
 from telo.errors import ManifestError
 
 from .nodes import Pos
@@ -35,7 +36,11 @@ ERR_MANIFEST_INCLUDE = "ERR_MANIFEST_INCLUDE"  # `!include-bytes` of an unreadab
 ERR_MANIFEST_CEL = "ERR_MANIFEST_CEL"  # reported by the CEL checker hook
 ERR_STEP_NAME_REQUIRED = "ERR_STEP_NAME_REQUIRED"  # reference §3 / §11
 ERR_INVALID_STEP_NAME = "ERR_INVALID_STEP_NAME"  # spec §5.1 (same code as telo.paths)
-WARN_DUPLICATE_STEP_NAME = "DUPLICATE_STEP_NAME"  # siblings with one name share one journal path
+# Siblings with one name share one journal path: in a durable body the second would replay the first's
+# receipt, its effect never executing — an error there; elsewhere (a Run.Sequence target) upstream lets the later
+# result overwrite the earlier, so a warning, and the interpreter refuses such a list inside a durable run.
+ERR_DUPLICATE_STEP_NAME = errors.ERR_DUPLICATE_STEP_NAME
+WARN_DUPLICATE_STEP_NAME = "DUPLICATE_STEP_NAME"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from .model import Application, LibraryModule, Manifest, ResourceDecl
 from .nodes import Pos
 from .positions import join
 from .reader import NAME, Document, read_documents
-from .validate import validate
+from .validate import DURABLE_BODIES, validate
 from .variables import evaluate
 
 HEADER_KINDS = ("Telo.Application", "Telo.Library")
@@ -195,7 +195,8 @@ def _load(
 
     def check(decl: ResourceDecl) -> None:
         subject = f"{decl.alias_kind} {decl.name!r}"
-        validate(decl.config, decl.spec.schema, decl.positions, decl.base, subject, diagnostics)
+        validate(decl.config, decl.spec.schema, decl.positions, decl.base, subject, diagnostics,
+                 durable=decl.spec.canonical in DURABLE_BODIES or decl.spec.extends == "Durable.Run")
 
     def declare(doc: dict[str, Any], owner: ResourceDecl, at: tuple[str | int, ...], name: str | None
                 ) -> ResourceDecl | None:

@@ -30,6 +30,7 @@ from jsonschema.validators import extend
 from telo.kinds.specs.steps import STEP_KINDS, STEP_SCHEMAS, step_kinds_present
 
 from .diagnostics import (
+    ERR_DUPLICATE_STEP_NAME,
     ERR_INVALID_STEP_NAME,
     ERR_MANIFEST_BARE_REFERENCE,
     ERR_MANIFEST_INVALID_STEP,
@@ -51,6 +52,8 @@ _CODES = {
     "x-telo-step-kind": ERR_MANIFEST_INVALID_STEP,
 }
 _WARNINGS = {"x-telo-step-duplicate": WARN_DUPLICATE_STEP_NAME}
+# Kinds whose step lists always run journaled: a duplicate step name there is an error, not a warning.
+DURABLE_BODIES = frozenset({"DurableLocal.Workflow", "Durable.Idempotent"})
 _STEP_LIST = ", ".join(STEP_KINDS)
 _Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Iterator[ValidationError]]
 
@@ -103,7 +106,8 @@ def _steps_keyword(validator: Any, enabled: Any, instance: Any, schema: Mapping[
                 "subtraction in CEL)", validator="x-telo-step-name", path=(index, "name"))
         elif name in seen:
             yield ValidationError(
-                f"another step of this list is already named {name!r}: both record under one journal path",
+                f"another step of this list is already named {name!r}: both would record under one journal path, "
+                "and the second would replay the first's result instead of running (rename one)",
                 validator="x-telo-step-duplicate", path=(index, "name"))
         else:
             seen.add(name)
@@ -151,18 +155,24 @@ def validate(
     base: str,
     subject: str,
     diagnostics: list[Diagnostic],
+    *,
+    durable: bool = False,
 ) -> None:
     """Validate ``instance`` (found at ``base`` in ``table``'s document) and append one diagnostic per
-    violation; ``subject`` names it in messages (``Local.Workflow 'order'``)."""
+    violation; ``subject`` names it in messages (``Local.Workflow 'order'``). ``durable``: the instance is a
+    durable body (DURABLE_BODIES), whose duplicate step names are errors."""
     for error in validator_for(schema).iter_errors(instance):
-        diagnostics.extend(_to_diagnostics(error, table, base, subject))
+        diagnostics.extend(_to_diagnostics(error, table, base, subject, durable))
 
 
-def _to_diagnostics(error: ValidationError, table: PositionTable, base: str, subject: str) -> list[Diagnostic]:
+def _to_diagnostics(error: ValidationError, table: PositionTable, base: str, subject: str,
+                    durable: bool = False) -> list[Diagnostic]:
     path = list(error.absolute_path)
     pointer = join(base, *path)
     where = from_path(path) or "/"
     kind = str(error.validator)
+    if kind == "x-telo-step-duplicate" and durable:
+        return [Diagnostic(ERR_DUPLICATE_STEP_NAME, f"{subject} at {where}: {error.message}", table.value(pointer))]
     if kind in _WARNINGS:
         return [Diagnostic(_WARNINGS[kind], f"{subject} at {where}: {error.message}", table.value(pointer),
                            severity="warning")]

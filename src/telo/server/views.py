@@ -117,7 +117,7 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     # The epoch counts restores (eventlog: each restore starts a new one); the log is its authority.
     out["epoch"] = state.epoch if state is not None else record.epoch
     if record.claim is not None:
-        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until}
+        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until, "fence": record.fence}
     out["inputs"] = _decoded(record.decoded_inputs)
     if record.terminal:
         out["result"] = _decoded(record.decoded_result)

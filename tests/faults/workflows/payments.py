@@ -55,3 +55,8 @@ def refund(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
     _write(ctx.idempotency_key, "refund")
     _pause("FAULT_REFUND_MS")
     return {"refunded": inputs["id"]}
+
+
+def notify(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    _write(ctx.idempotency_key, "notify")
+    return {"notified": inputs["id"]}

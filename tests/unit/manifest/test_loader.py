@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-from telo.manifest import Cel, Manifest, Pos, Ref, Template, check_manifest, load_manifest
+from telo.manifest import Cel, Diagnostic, Manifest, Pos, Ref, Template, check_manifest, load_manifest
 
 from .conftest import HEADER, locate
 
@@ -280,7 +280,9 @@ def test_check_manifest_returns_diagnostics_without_raising(write: Callable[...,
     assert check_manifest(path.parent / "missing.yaml")[0].code == "ERR_MANIFEST_NOT_FOUND"
 
 
-def test_duplicate_step_names_warn_but_load(load: Callable[..., Manifest]) -> None:
+def test_duplicate_step_names_warn_in_a_sequence(load: Callable[..., Manifest]) -> None:
+    """Upstream lets a later sibling's result overwrite an earlier one's outside a durable run (reference
+    scenario tests/manifests/steps/value_steps.yaml); the interpreter refuses such a list inside one."""
     m = load(
         """
         kind: Telo.Application
@@ -295,6 +297,34 @@ def test_duplicate_step_names_warn_but_load(load: Callable[..., Manifest]) -> No
         """
     )
     assert [(d.code, d.severity) for d in m.diagnostics] == [("DUPLICATE_STEP_NAME", "warning")]
+
+
+def test_duplicate_step_names_in_a_durable_workflow_are_a_load_error(fail: Callable[..., list[Diagnostic]]) -> None:
+    """Observed (issue 12, case 8): two `pay` steps loaded and ran; the second never executed — it replayed the
+    first's receipt. Only `telo check` warned."""
+    errors = fail(
+        """
+        kind: Telo.Application
+        metadata: {name: P}
+        imports: {Local: durable-local, Journal: durable-journal-sqlite}
+        ---
+        kind: Journal.Journal
+        metadata: {name: runs}
+        path: runs.db
+        ---
+        kind: Local.Workflow
+        metadata: {name: w}
+        journal: !ref runs
+        steps:
+          - {name: pay, value: 1}
+          - try:
+              - {name: x, value: 1}
+              - {name: x, value: 2}
+            name: guarded
+        """
+    )
+    assert [(d.code, d.severity) for d in errors] == [("ERR_DUPLICATE_STEP_NAME", "error")]
+    assert "'x'" in errors[0].message and errors[0].pos is not None and errors[0].pos.line == 16
 
 
 def test_cel_checker_hook_sees_every_expression_with_its_scope(write: Callable[..., Path]) -> None:

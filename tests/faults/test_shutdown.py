@@ -1,0 +1,88 @@
+"""An ordinary stop never turns an effect in flight into an operator task (issue 12, case 5).
+
+Observed before: Ctrl-C on ``telo run`` during a 3 s non-idempotent charge waited for the charge, then exited
+without writing its receipt; SIGTERM killed a worker at once. Either way the next execution found the charge
+"may or may not have happened" and parked it for an operator.
+
+Now SIGTERM or SIGINT drains (telo/durable/shutdown.py): the running charge finishes and its receipt is written,
+nothing new starts (``notify`` is left to the next worker), the claim is released, and the process exits
+128 + the signal. A second worker finishes the run at once — charging nothing again. A second signal stops at
+once: that is the crash path, and the charge then is unconfirmed, exactly as after ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from tests.faults.conftest import KINDS
+from tests.faults.support import Payments, Proc
+
+CHARGE_MS = "2000"
+
+
+def _start_and_signal(flow: Payments, run: str, sig: int, *, worker: bool) -> Proc:
+    env = {"FAULT_CHARGE_MS": CHARGE_MS}
+    if worker:
+        with flow.open() as store:  # admitted as a start would: a worker then takes it
+            from telo.journal.model import Admission
+
+            store.admit(Admission.of(run, workflow="pay", inputs={"id": run}))
+        a = flow.worker(label="a", env=env, until_idle=False)
+    else:
+        a = flow.run(run, label="a", env=env)
+    flow.wait_for_line("charge", a.pid)
+    a.signal(sig)
+    return a
+
+
+@pytest.mark.parametrize(("kind", "sig", "worker"), [
+    ("sqlite", signal.SIGINT, False), ("file", signal.SIGTERM, False), ("postgres", signal.SIGTERM, False),
+    ("sqlite", signal.SIGTERM, True), ("file", signal.SIGINT, True), ("postgres", signal.SIGTERM, True),
+])
+def test_a_signal_lets_the_running_charge_finish_record_its_receipt_and_hand_the_run_over(
+        kind: str, sig: int, worker: bool, payments: Callable[..., Payments]) -> None:
+    flow = payments(kind)
+    run = f"pay:{signal.Signals(sig).name.lower()}"
+    began = time.monotonic()
+    a = _start_and_signal(flow, run, sig, worker=worker)
+    code = a.wait(30)
+    ctx = f"[{kind} {'worker' if worker else 'run'} {signal.Signals(sig).name}]"
+    assert code == 128 + sig, f"{ctx} exited {code}:\n{a.output()}"
+    assert time.monotonic() - began < 15, f"{ctx} took too long to stop"
+    record = flow.record(run)
+    assert record.status == "running" and record.claim is None, f"{ctx} not handed over: {record!r}"
+    with flow.open() as store:
+        paths = {e.path for e in store.read_entries(run)}
+    assert "steps/charge" in paths and "steps/notify" not in paths, f"{ctx} {sorted(paths)}"
+    assert "finishing the effects in flight" in a.output(), a.output()
+    if not worker:  # `telo run` names the run it left
+        assert "ERR_DURABLE_SHUTTING_DOWN" in a.output(), a.output()
+    b = flow.worker(label="b")
+    assert b.wait(60) == 0, b.output()
+    assert flow.record(run).status == "completed"
+    steps = Counter((line.step, "a" if line.pid == a.pid else "b") for line in flow.lines())
+    assert steps == {("prepare", "a"): 1, ("charge", "a"): 1, ("notify", "b"): 1}, f"{ctx} {flow.lines()}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_second_signal_stops_at_once_and_leaves_the_charge_unconfirmed(
+        kind: str, payments: Callable[..., Payments]) -> None:
+    flow = payments(kind)
+    run = "pay:twice"
+    a = _start_and_signal(flow, run, signal.SIGTERM, worker=False)
+    time.sleep(0.3)
+    stopped_at = time.monotonic()
+    a.signal(signal.SIGTERM)
+    assert a.wait(30) == 128 + signal.SIGTERM
+    assert time.monotonic() - stopped_at < 1.5, "the second signal did not stop the process at once"
+    assert "second signal" in a.output(), a.output()
+    b = flow.worker(label="b")
+    assert b.wait(60) == 0, b.output()
+    record = flow.record(run)
+    assert record.status == "parked" and record.parked is not None and "unconfirmed" in (record.parked.reason or "")
+    assert [line.step for line in flow.lines()].count("charge") == 1  # never repeated blindly
