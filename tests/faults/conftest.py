@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ KINDS = ("sqlite", "file", "postgres")
 def payments(tmp_path: Path) -> Iterator[Callable[..., Payments]]:
     made: list[Payments] = []
 
-    def make(kind: str, **options: str) -> Payments:
+    def make(kind: str, **options: Any) -> Payments:
         flow = Payments(kind, tmp_path / f"{kind}-{len(made)}", **options)
         made.append(flow)
         return flow

@@ -62,6 +62,11 @@ metadata: {{ name: charge }}
 function: payments:charge
 ---
 kind: Py.Function
+metadata: {{ name: refund }}
+function: payments:refund
+keyConsuming: true
+---
+kind: Py.Function
 metadata: {{ name: notify }}
 function: payments:notify
 keyConsuming: true
@@ -73,9 +78,17 @@ runId: !cel "inputs.id"
 inputs: {{ id: !cel "inputs.id" }}
 steps:
   - {{ name: prepare, invoke: !ref prepare, inputs: {{ id: !cel "inputs.id" }} }}
-  - {{ name: charge, invoke: !ref charge, inputs: {{ id: !cel "inputs.id" }} }}
+{body}
   - {{ name: notify, invoke: !ref notify, inputs: {{ id: !cel "inputs.id" }} }}
 """
+CHARGE = '  - { name: charge, invoke: !ref charge, inputs: { id: !cel "inputs.id" } }'
+# The saga: a failed charge is compensated by a refund that is told the error (and returns it).
+SAGA = """\
+  - name: pay
+    try:
+      - { name: charge, invoke: !ref charge, inputs: { id: !cel "inputs.id" } }
+    catch:
+      - { name: refund, invoke: !ref refund, inputs: { id: !cel "inputs.id", error: !cel "error" } }"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +132,17 @@ class Payments:
     tmp: Path
     ttl: str = "1s"
     prepare: str = "prepare"
+    journal_dir: Path | None = None  # where the journal goes (default: ``tmp``), e.g. a small filesystem
+    saga: bool = False  # the charge inside a try whose catch refunds (SAGA)
     procs: list[Proc] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
-        self.spec: StoreSpec = make_spec(self.kind, self.tmp)
+        self.spec: StoreSpec = make_spec(self.kind, self.journal_dir or self.tmp)
         module, location = _JOURNAL[self.kind]
         self.manifest = self.tmp / "payments.yaml"
         self.manifest.write_text(MANIFEST.format(module=module, location=location, ttl=self.ttl,
-                                                 prepare=self.prepare))
+                                                 prepare=self.prepare, body=SAGA if self.saga else CHARGE))
         self.ledger = self.tmp / "ledger.txt"
         self.ledger.touch()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TELO_FAULT", "FAULT_"))}
@@ -155,6 +170,11 @@ class Payments:
     def worker(self, *, label: str, env: Mapping[str, str] | None = None, until_idle: bool = True) -> Proc:
         return self.start("worker", str(self.manifest), "--interval", "100ms",
                           *(["--until-idle"] if until_idle else []), label=label, env=env)
+
+    def cli(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """A ``telo`` command to its end, with this flow's environment, its output captured."""
+        return subprocess.run([*TELO, *args], cwd=REPO_ROOT, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
 
     def lines(self) -> list[Line]:
         out = []

@@ -82,6 +82,8 @@ def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
         out["claim"] = {"holder": record.claim.holder, "until": record.claim.until, "fence": record.fence}
     if record.error:
         out["error"] = dict(record.error)
+    if record.corrupt is not None:
+        out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
     if record.terminal:
         result = record.decoded_result()
         if result is not NO_VALUE:

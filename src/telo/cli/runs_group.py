@@ -165,10 +165,14 @@ def list_row(record: RunRecord) -> dict[str, Any]:
                          if v is not None}
     if record.error:
         row["error"] = {"code": record.error.get("code"), "message": record.error.get("message")}
+    if record.corrupt is not None:
+        row["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
     return {k: v for k, v in row.items() if v is not None}
 
 
 def list_detail(record: RunRecord) -> str:
+    if record.corrupt is not None:
+        return f"ERR_DURABLE_JOURNAL_CORRUPT: {record.corrupt}"
     if record.parked is not None:
         waiting = f" waiting for {record.parked.token}" if record.parked.token else ""
         return f"parked at {record.parked.path}{waiting}"

@@ -31,7 +31,7 @@ from telo.durable.digest import (
     value_of,
 )
 from telo.durable.effects import EffectPolicy
-from telo.durable.handle import LocalRunHandle, RunCancelled
+from telo.durable.handle import LocalRunHandle, RunCancelled, halts
 from telo.durable.renewals import renew_while_executing
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
@@ -41,7 +41,7 @@ from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
 from telo.journal.chain import ChainBroken
-from telo.journal.claims import ClaimLost, Fence
+from telo.journal.claims import Fence
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
 
 log = logging.getLogger("telo.durable")
@@ -150,12 +150,18 @@ async def _execute_run(
     fresh: bool = False,
 ) -> Execution:
     services = services or Services(clock=clock)
-    if fresh:
-        state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
-    elif store.sync.kind != "memory":
-        state = await asyncio.to_thread(eventlog.recover, store.sync, run)
-    else:
-        state = eventlog.recover(store.sync, run)
+    try:
+        if fresh:
+            state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
+        elif store.sync.kind != "memory":
+            state = await asyncio.to_thread(eventlog.recover, store.sync, run)
+        else:
+            state = eventlog.recover(store.sync, run)
+    except TeloError as exc:  # its journal cannot be read now (damaged, newer, the journal unreachable)
+        if not halts(exc):
+            raise
+        handle = LocalRunHandle(store, eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH), clock=clock, fence=fence)
+        return await _halted(store, run, handle, exc)
     handle = LocalRunHandle(store, state, clock=clock, fence=fence)
     if body.durability == "eager":
         handle.eager()
@@ -209,9 +215,9 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
         return _done(run, "parked", handle)
     except ExecutionHalted as halt:
         return await _halted(store, run, handle, halt.cause)
-    except (RunCancelled, ClaimLost, ChainBroken) as exc:  # raised outside a step (the digest check)
-        return await _halted(store, run, handle, exc)
     except TeloError as exc:
+        if halts(exc):  # raised outside a step (the digest check's reads and updates)
+            return await _halted(store, run, handle, exc)
         return await _fail(store, run, handle, exc.code, exc.message, counts())
     except Exception as exc:
         log.exception("durable.body.crashed", extra={"durable.run": run})
@@ -242,7 +248,9 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
         return await _fail(store, run, handle, "ERR_DURABLE_UNJOURNALABLE_VALUE", exc.message, counts())
     try:
         record = await _complete(store, handle, run, outcome)
-    except (ClaimLost, ChainBroken) as exc:
+    except TeloError as exc:
+        if not halts(exc):
+            raise
         return await _halted(store, run, handle, exc)
     execution = _done(run, "completed", handle)
     execution.result, execution.record = result, record
@@ -324,9 +332,21 @@ async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: Ba
     message = str(getattr(cause, "message", cause))
     log.warning("durable.execution.interrupted", extra={"durable.run": run, "error.code": code,
                                                          "error.message": message})
+    if code in _WHY_KEPT:
+        # Say on the record why the run is still running (telo status shows it), for an operator and for the
+        # next executor, which overwrites it when it settles the run. Best effort: the journal may be what failed.
+        with contextlib.suppress(TeloError):
+            await store.update_run(run, fence=handle.fence, error={"code": code, "message": message,
+                                                                   "stopped": "the run is left running"})
     execution = _done(run, "running", handle)
     execution.error = {"code": code, "message": message}
     return execution
+
+
+# Halts whose reason is worth keeping on the run record: not a lost claim (another execution holds the run and
+# writes its own) nor a shutdown (the next worker continues at once).
+_WHY_KEPT = frozenset({"ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "ERR_JOURNAL_FAILED",
+                       "ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
 
 
 def _drain(handle: LocalRunHandle) -> None:
@@ -355,7 +375,9 @@ async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, 
     try:
         record = await store.complete(run, Outcome("failed", None, None, {"code": code, "message": message},
                                                    **counts), handle.fence)
-    except ClaimLost as exc:  # another execution holds the run now: its outcome is the run's
+    except TeloError as exc:  # another execution holds the run now, or the journal refused the write
+        if not halts(exc):
+            raise
         return await _halted(store, run, handle, exc)
     execution = _done(run, "failed", handle)
     execution.error, execution.record = {"code": code, "message": message}, record

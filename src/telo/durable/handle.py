@@ -26,16 +26,19 @@ from telo.engine.handle import Execute
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
 from telo.errors import (
+    ERR_DURABLE_ENTRY_UNDECODABLE,
+    ERR_DURABLE_JOURNAL_CORRUPT,
     ERR_DURABLE_UNJOURNALABLE_VALUE,
     ERR_JOURNAL_ENTRY_MISMATCH,
     DurableError,
     JournalEntryMismatch,
+    TeloError,
     TypedFrameUnencodable,
     UnjournalableValue,
 )
 from telo.journal import cancels
-from telo.journal.chain import ChainBroken, lost_race
-from telo.journal.claims import ClaimLost, Fence
+from telo.journal.chain import ERR_DURABLE_CHAIN_BROKEN, ChainBroken, lost_race
+from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, Fence
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import CODEC_VERSION, Entry, Parked
 from telo.targets import targets_match
@@ -69,8 +72,21 @@ class RunCancelled(DurableError):
 
 
 # What stops an execution rather than fails its body (telo.engine.suspend.ExecutionHalted): raised by the
-# journal, or by the handle itself, they reach the body only as a halt no catch can see.
-_HALTING = (ClaimLost, ChainBroken, RunCancelled, shutdown.ShuttingDown)
+# journal, or by the handle itself, they reach the body only as a halt no catch can see. Besides losing the
+# run, a cancel and a shutdown: a journal write that failed for a reason that may pass (a full disk, a lost
+# connection) and an entry this runtime cannot read (written by a newer codec, or damaged) — none of them is
+# the body's own deterministic failure, so none may settle the run: it is left running for a later or newer
+# executor (issue 12, case 6).
+HALTING_CODES: Final = frozenset({
+    ERR_DURABLE_CLAIM_LOST, ERR_DURABLE_CHAIN_BROKEN, RUN_CANCELLED, shutdown.ERR_DURABLE_SHUTTING_DOWN,
+    "ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "ERR_JOURNAL_FAILED", "ERR_JOURNAL_CLOSED",
+    ERR_DURABLE_ENTRY_UNDECODABLE, ERR_DURABLE_JOURNAL_CORRUPT,
+})
+
+
+def halts(exc: BaseException) -> bool:
+    """Does ``exc`` stop the execution rather than fail the body (HALTING_CODES)?"""
+    return isinstance(exc, TeloError) and exc.code in HALTING_CODES
 
 
 class LocalRunHandle:
@@ -99,6 +115,7 @@ class LocalRunHandle:
         self.fence = fence
         self.renewal: Renewal | None = None
         self.halted: ExecutionHalted | None = None  # latched like a suspension: see _halt
+        self._effect_failure: TeloError | None = None  # the last effect failure recorded as a receipt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
@@ -261,17 +278,19 @@ class LocalRunHandle:
             self.replayed_steps += 1
             if self.on_step:
                 self.on_step("replayed", path, target)
-            return existing.decode(self.run_id)
+            return self._read(existing)
         failed = self.entries.get(paths.failure_path(path)) if self.opened else None
         if failed is not None:  # its failure receipt: the same error, the effect not executed again
             self.replayed_steps += 1
             if self.on_step:
                 self.on_step("replayed", path, target)
-            raise failures.replayed(failed.decode(self.run_id))
+            raise failures.replayed(self._read(failed))
         try:
             return await self._execute_step(path, target, execute)
-        except _HALTING as exc:
-            self._halt(exc)
+        except TeloError as exc:
+            if exc is not self._effect_failure and halts(exc):  # (an effect's own failure is its receipt's)
+                self._halt(exc)
+            raise
 
     async def _execute_step(self, path: str, target: Mapping[str, str] | None, execute: Execute) -> Any:
         """A step with no entry: settle an unconfirmed earlier attempt, make sure this execution still holds
@@ -329,6 +348,7 @@ class LocalRunHandle:
         where = paths.failure_path(path)
         await self._append(where, self._entry(where, lambda p: Entry.decided(p, failures.FAILURE_DECISION, record)),
                            record, wait=wait)
+        self._effect_failure = error  # what step() re-raises as the body's failure, never as a halt
         if error is not exc:
             raise error from exc
 
@@ -341,6 +361,15 @@ class LocalRunHandle:
         if self.renewal is not None:
             await self.renewal.check()
 
+    def _read(self, entry: Entry) -> Any:
+        """A recorded entry's value; an entry this runtime cannot read halts the execution (HALTING_CODES)."""
+        try:
+            return entry.decode(self.run_id)
+        except TeloError as exc:
+            if halts(exc):
+                self._halt(exc)
+            raise
+
     def _halt(self, exc: BaseException) -> NoReturn:
         """Stop this execution: latched first, so that a body swallowing the signal is caught out (as a park)."""
         halt = ExecutionHalted(exc)
@@ -351,7 +380,7 @@ class LocalRunHandle:
     async def decide(self, path: str, kind: str, compute: Callable[[], Any], *, wait: bool = False) -> Any:
         existing = self.entries.get(path)
         if existing is not None:
-            return existing.decode(self.run_id)
+            return self._read(existing)
         value = compute()
         if inspect.isawaitable(value):
             value = await value
@@ -362,8 +391,10 @@ class LocalRunHandle:
         try:
             stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), value,
                                         wait=wait)
-        except _HALTING as exc:
-            self._halt(exc)
+        except TeloError as exc:
+            if halts(exc):
+                self._halt(exc)
+            raise
         if kind == "inputs" and faults.armed("after-inputs-decision"):
             await self.flush()
             faults.point("after-inputs-decision")
@@ -376,8 +407,10 @@ class LocalRunHandle:
             try:
                 await self._append(path, Entry(self._storage(path), "decision", frame, CODEC_VERSION, kind, None),
                                    value)
-            except _HALTING as exc:
-                self._halt(exc)
+            except TeloError as exc:
+                if halts(exc):
+                    self._halt(exc)
+                raise
 
     async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
         signal = Suspension(self.run_id, where, until)
@@ -398,8 +431,10 @@ class LocalRunHandle:
                 await self.flush()
             else:
                 await self.store.park(self.run_id, parked, fence=self.fence)
-        except _HALTING as exc:
-            self._halt(exc)
+        except TeloError as exc:
+            if halts(exc):
+                self._halt(exc)
+            raise
         faults.point("after-park-record")
         log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,
                                         "durable.resource": where.resource})

@@ -55,6 +55,8 @@ def _pending(resumer: Resumer) -> bool:
     store = resumer.workflow.journal.store
     now = resumer.app.clock.now_ms()
     for record in store.list_runs(RunFilter(workflow=resumer.workflow.name, limit=1000)).runs:
+        if record.run in resumer.unreadable or record.corrupt is not None:
+            continue  # this process cannot continue it: waiting for it would never end
         if record.status == "running":
             return True
         if record.status in ("scheduled", "parked") and record.due_at is not None \

@@ -29,7 +29,7 @@ from telo.durable.journals import Journal
 from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
-from telo.errors import TeloError
+from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission
 from telo.runtime.resource import Resource
@@ -41,6 +41,8 @@ log = logging.getLogger("telo.durable")
 
 # How often a process waiting in-process for a time park re-reads the run (to notice a cancel or a resume).
 PARKED_RECHECK_MS = 500
+# Codes of a run whose journal or record this process cannot read: a resumer skips it (Resumer._skip).
+_UNREADABLE = frozenset({"ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
 
 
 def default_run_id(name: str) -> str:
@@ -237,13 +239,23 @@ class Workflow(Resource):
             # not replay the body and settle the run again.
             await store.release(run, fence)
             return Execution(run, record.status, record=record)
+        if record is not None and record.corrupt is not None:
+            await store.release(run, fence)
+            message = f"run {run!r} is damaged in the journal: {record.corrupt}"
+            log.error("durable.run.corrupt", extra={"durable.run": run, "error.code": ERR_DURABLE_JOURNAL_CORRUPT,
+                                                     "error.message": message})
+            return Execution(run, "running", error={"code": ERR_DURABLE_JOURNAL_CORRUPT, "message": message},
+                             record=record)
         if record is not None and record.status in ("scheduled", "parked"):
             await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
         execution = await execute_run(store, run, self.body, inputs, fence=fence, services=self.app.services,
                                       clock=self.app.clock, fresh=fresh)
         self.executions[run] = execution
         if execution.status == "running":
-            await store.release(run, fence)
+            try:
+                await store.release(run, fence)
+            except TeloError:  # the journal is what failed: the claim lapses after its lease instead
+                log.warning("durable.claim.release_failed", extra={"durable.run": run}, exc_info=True)
         self.app.events.emit(f"{self.name}.Run{execution.status.capitalize()}",
                              {"run": run, "status": execution.status, "replayedSteps": execution.replayed_steps})
         return execution
@@ -331,21 +343,36 @@ class Resumer(Resource):
         if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
             await store.release(run, fence)  # settled after due_runs listed it: nothing to continue
             return 0
+        if record.corrupt is not None:  # damaged: listed and shown, never executed (RunRecord.corrupt)
+            await store.release(run, fence)
+            self._skip(run, ERR_DURABLE_JOURNAL_CORRUPT, record.corrupt)
+            return 0
         try:
             inputs = record.decoded_inputs()
             execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, fence)
         except TeloError as exc:
-            if exc.code in ("ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"):
-                self.unreadable.add(run)
-                # it cannot be read, so this resumer skips it from now on
-                log.error("durable.resumer.unreadable",
-                          extra={"durable.run": run, "error.code": exc.code, "error.message": exc.message})
+            if exc.code in _UNREADABLE:
+                with contextlib.suppress(TeloError):
+                    await store.release(run, fence)
+                self._skip(run, exc.code, exc.message)
             else:
                 log.warning("durable.resumer.run_failed", extra={"durable.run": run}, exc_info=True)
+            return 0
+        if execution.status == "running" and execution.error is not None \
+                and execution.error.get("code") in _UNREADABLE:
+            self._skip(run, str(execution.error["code"]), str(execution.error.get("message")))
             return 0
         self.resumed += 1
         log.info("durable.resumer.resumed", extra={"durable.run": run, "durable.status": execution.status})
         return 1
+
+    def _skip(self, run: str, code: str, message: str) -> None:
+        """A run this process cannot read (damaged, or written by a newer telo): skipped from now on, said once;
+        it stays as it is for an operator (`telo status`, cancel, restore) or a newer worker."""
+        if run not in self.unreadable:
+            self.unreadable.add(run)
+            log.error("durable.resumer.unreadable", extra={"durable.run": run, "error.code": code,
+                                                            "error.message": message})
 
     def stop(self) -> None:
         """Sweep no more (teardown, or the process is draining: telo.durable.shutdown)."""

@@ -32,10 +32,10 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from telo.errors import JournalCorrupt
+from telo.errors import JournalCorrupt, JournalError
 from telo.journal import paging
 from telo.journal.file_format import SUFFIX, FileState, dump_line, file_stem, run_of_stem
 from telo.journal.model import RunRecord
@@ -57,6 +57,19 @@ class Locked:
     fd: int
     state: FileState
     stat: os.stat_result
+
+
+def write_failed(action: str, run: str | None, exc: OSError) -> JournalError:
+    """An OSError of a journal write (a full disk, a read-only or failing filesystem) as the journal error that
+    says so: nothing of the write stays, and an execution that meets it halts, leaving its run running."""
+    where = f" of run {run!r}" if run is not None else ""
+    return JournalError(
+        "ERR_JOURNAL_WRITE_FAILED",
+        f"the file journal could not {action}{where}: {exc.strerror or exc} (errno {exc.errno})",
+        hint="free disk space or fix the filesystem; the run is left as it was and continues once writes "
+        "succeed again (a worker, or running it again)",
+        data={"run": run, "errno": exc.errno} if run is not None else {"errno": exc.errno},
+    )
 
 
 def _stat_key(st: os.stat_result) -> _StatKey:
@@ -146,7 +159,11 @@ class RunFiles:
         if state is None:
             state = FileState(run, (st.st_dev, st.st_ino))
         if st.st_size > state.offset:
-            state.feed(pread_all(fd, st.st_size - state.offset, state.offset))  # JournalCorrupt: not cached
+            try:
+                state.feed(pread_all(fd, st.st_size - state.offset, state.offset))  # JournalCorrupt: not cached
+            except JournalCorrupt as exc:
+                exc.partial = state.current  # type: ignore[attr-defined]  # what the lines before it say
+                raise
             if writer and state.offset < st.st_size:
                 # A torn final line: a writer crashed mid-write (no live writer can be, we hold the lock).
                 os.ftruncate(fd, state.offset)
@@ -172,10 +189,12 @@ class RunFiles:
             _write_all(locked.fd, data)
             if self._fsync:
                 os.fsync(locked.fd)
-        except BaseException:
+        except BaseException as exc:
             self._forget(state.run)
             with contextlib.suppress(OSError):
                 os.ftruncate(locked.fd, state.offset)
+            if isinstance(exc, OSError):
+                raise write_failed("append to its file", state.run, exc) from exc
             raise
         state.feed(data)
 
@@ -202,10 +221,12 @@ class RunFiles:
                     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
                     self._fsync_directory()
                 return False
+            self._fsync_directory()
+        except OSError as exc:
+            raise write_failed("create the file", run, exc) from exc
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-        self._fsync_directory()
         return True
 
     def replace(self, locked: Locked, data: bytes) -> None:
@@ -214,9 +235,11 @@ class RunFiles:
         try:
             self._write_temporary(tmp, data)
             os.replace(tmp, self.path(locked.state.run))
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise write_failed("compact the file", locked.state.run, exc) from exc
             raise
         self._forget(locked.state.run)
         self._fsync_directory()
@@ -295,9 +318,13 @@ class RunFiles:
                 at_park = bool(record and record.parked and record.parked.path in locked.state.entries)
                 summary: _Summary = (_stat_key(locked.stat), record, at_park)
         except JournalCorrupt as exc:
-            # One damaged file must not stop the sweep for every other run; it is reported once per change.
-            _LOG.warning("file journal: skipping run %r: %s", run, exc)
-            summary = (key, None, False)
+            # One damaged file must not stop the sweep for every other run; it is reported once per change, and
+            # listed as what its lines before the damage say, marked corrupt (never due: nothing executes it).
+            _LOG.warning("journal.file.corrupt", extra={"durable.run": run, "error.code": exc.code,
+                                                         "error.message": exc.message})
+            partial = getattr(exc, "partial", None)
+            base = partial if isinstance(partial, RunRecord) else RunRecord(run, "running")
+            summary = (key, replace(base, corrupt=exc.message), False)
         with self._cache_lock:
             self._summaries[run] = summary
         return summary

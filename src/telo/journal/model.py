@@ -276,6 +276,10 @@ class RunRecord:
     # telo extension: the fencing token of the run's latest claim grant (telo.journal.claims "Fencing"); kept
     # when the claim is released, so the next grant's token is greater than every one before it
     fence: int = 0
+    # Set by a store that read the record but found part of it damaged (a column that is not JSON, a file line
+    # that does not parse): what and where (ERR_DURABLE_JOURNAL_CORRUPT). The damaged fields read as None; the
+    # run is listed, shown and can be cancelled, but no worker executes it (issue 12: corruption is isolated).
+    corrupt: str | None = None
 
     @property
     def terminal(self) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Final
 import psycopg
 
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.journal.columns import json_column
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 from telo.journal.postgres_schema import ENTRY_COLUMNS, RUN_COLUMNS, RUN_EXTENSION_COLUMNS
 
@@ -77,8 +78,9 @@ def record_from_row(row: Mapping[str, Any]) -> RunRecord:
     claim = None
     if row["claim_holder"] is not None and row["claim_until"] is not None:
         claim = Claim(row["claim_holder"], row["claim_until"])
-    reasons = _load(row["collapse_reasons"], run, "collapse_reasons")
-    error = _load(row["error"], run, "error")
+    damage: list[str] = []  # a damaged column reads as None, named in `corrupt` (one bad row spoils nothing else)
+    reasons = json_column(row["collapse_reasons"], "collapse_reasons", list, damage)
+    error = json_column(row["error"], "error", dict, damage)
     return RunRecord(
         run=run,
         status=row["status"],
@@ -100,6 +102,7 @@ def record_from_row(row: Mapping[str, Any]) -> RunRecord:
         claim=claim,
         epoch=row["epoch"] or 0,  # NULL in rows upstream wrote
         fence=row["claim_fence"] or 0,  # NULL in rows upstream wrote, or claimed only by upstream processes
+        corrupt="; ".join(damage) or None,
     )
 
 

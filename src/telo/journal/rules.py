@@ -41,8 +41,8 @@ def check_fence(record: RunRecord, fence: Fence | None, what: str) -> None:
 
 
 def is_due(record: RunRecord, now_ms: int, entry_at_park_path: bool) -> bool:
-    if claim_is_live(record.claim, now_ms):
-        return False
+    if record.corrupt is not None or claim_is_live(record.claim, now_ms):
+        return False  # (a damaged run is listed, never executed: RunRecord.corrupt)
     if record.status == "running":
         return True
     if record.status == "scheduled":

@@ -497,7 +497,7 @@ class SqliteStore(Store):
     def read_entries(self, run: str) -> list[Entry]:
         stmt = self._sql.select_entries
         rows = self._read(lambda conn: conn.execute(stmt, (run,)).fetchall())
-        return [entry_from_row(r) for r in rows]
+        return [entry_from_row(r, run) for r in rows]
 
     def truncate_before(self, run: str, seq: int) -> int:
         sql = self._sql

@@ -144,7 +144,7 @@ class AppendOp:
         """The entry stored at this op's path, which an earlier writer put there."""
         row = conn.execute(self.sql.select_entry, (self.run, self.entry.path)).fetchone()
         if row is not None:
-            return entry_from_row(row)
+            return entry_from_row(row, self.run)
         if conn.execute(self.sql.run_exists, (self.run,)).fetchone() is None:
             raise unknown_run(self.run)
         raise JournalCorrupt(

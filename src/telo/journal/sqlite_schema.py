@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from telo.errors import JournalError
+from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.journal.columns import json_column
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 
 SCHEMA_VERSION: Final = 2
@@ -408,12 +409,16 @@ def create_schema(conn: sqlite3.Connection, sql: Sql, path: str) -> None:
 
 
 def record_from_row(row: Sequence[Any]) -> RunRecord:
-    """The RunRecord the memory store would hold for this row (RECORD_SELECT order)."""
+    """The RunRecord the memory store would hold for this row (RECORD_SELECT order); a damaged JSON column
+    reads as None with the damage named in ``corrupt`` (one bad row must not make the journal unreadable)."""
     (
         run, status, due_at, p_path, p_resource, p_token, p_at, p_reason,
         inputs, inputs_v, result, result_v, error, collapsed, reasons, replayed,
         digest, scope, workflow, created, updated, holder, until, epoch, fence,
     ) = row  # fmt: skip
+    damage: list[str] = []
+    error = json_column(error, "error", dict, damage)
+    reasons = json_column(reasons, "collapse_reasons", list, damage)
     return RunRecord(
         run=run,
         status=status,
@@ -423,9 +428,9 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
         inputs_v=inputs_v,
         result=result,
         result_v=result_v,
-        error=None if error is None else json.loads(error),
+        error=error,
         collapsed_regions=collapsed,
-        collapse_reasons=None if reasons is None else tuple(json.loads(reasons)),
+        collapse_reasons=None if reasons is None else tuple(str(r) for r in reasons),
         replayed_steps=replayed,
         manifest_digest=digest,
         digest_scope=scope,
@@ -435,12 +440,29 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
         claim=None if holder is None else Claim(holder, until if until is not None else 0),
         epoch=epoch or 0,
         fence=fence or 0,
+        corrupt="; ".join(damage) or None,
     )
 
 
-def entry_from_row(row: Sequence[Any]) -> Entry:
+
+def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
     path, kind, value, v, decision, target, seq = row
-    return Entry(path, kind, value, v, decision, None if target is None else json.loads(target), seq)
+    if target is not None:
+        try:
+            target = json.loads(target)
+        except (TypeError, ValueError):
+            target = None
+        if not isinstance(target, dict) or not all(isinstance(x, str) for x in target.values()):
+            raise JournalCorrupt(
+                ERR_DURABLE_JOURNAL_CORRUPT,
+                f"journal entry {path!r} of run {run!r} has a target that is not a JSON object of strings",
+                hint="the journal was damaged; `telo runs journal` shows the run's entries, `telo cancel` stops it",
+                data={"run": run, "path": path},
+            )
+    if kind not in ("step", "decision"):
+        raise JournalCorrupt(ERR_DURABLE_JOURNAL_CORRUPT, f"journal entry {path!r} of run {run!r} has an unknown "
+                             f"kind {kind!r}", data={"run": run, "path": path})
+    return Entry(path, kind, value, v, decision, target, seq)
 
 
 def error_json(error: Mapping[str, Any] | None) -> str | None:

@@ -66,6 +66,8 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
         out["parked"] = record.parked.to_json()
     if record.error:
         out["error"] = dict(record.error)
+    if record.corrupt is not None:
+        out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
     return out
 
 

@@ -6,7 +6,8 @@ The ledger (``FAULT_LEDGER``) is the test's view of the outside world (as the cr
 workflows/ledger.py): a charge line on disk is a charge made, by that process, whatever happens next.
 ``FAULT_PREPARE_MS`` makes ``prepare`` take that long after its line (a window in which to pause or signal the
 process); ``prepare_blocking`` spends it blocking the event loop, as a synchronous call in an ``async def``.
-``FAULT_CHARGE_MS`` does the same for ``charge``; ``FAULT_FAIL_CHARGE`` makes ``charge`` raise.
+``FAULT_CHARGE_MS`` does the same for ``charge``; ``FAULT_FAIL_CHARGE`` makes ``charge`` raise; the refund's
+``FAULT_REFUND_MS`` gives a window inside the compensation.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ def _pause(variable: str) -> None:
 def prepare(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
     _write(ctx.idempotency_key, "prepare")
     _pause("FAULT_PREPARE_MS")
-    return {"prepared": inputs["id"]}
+    # FAULT_PREPARE_BYTES: a result that big, so that its receipt needs new blocks of a full filesystem (a small
+    # append can fit in the slack of the journal file's last block)
+    return {"prepared": inputs["id"], "pad": "x" * int(os.environ.get("FAULT_PREPARE_BYTES", "0"))}
 
 
 async def prepare_blocking(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -54,7 +57,7 @@ def charge(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
 def refund(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:
     _write(ctx.idempotency_key, "refund")
     _pause("FAULT_REFUND_MS")
-    return {"refunded": inputs["id"]}
+    return {"refunded": inputs["id"], "because": inputs.get("error")}
 
 
 def notify(inputs: dict[str, Any], ctx: Any) -> dict[str, Any]:

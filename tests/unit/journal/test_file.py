@@ -332,7 +332,11 @@ def test_one_corrupt_file_does_not_stop_the_sweep(store: FileStore, directory: P
     with run_file(directory, "bad").open("ab") as f:
         f.write(b"garbage\n")
     assert FileStore(store.directory).due_runs(0, 10) == ["good"]
-    assert [r.run for r in FileStore(store.directory).list_runs(RunFilter()).runs] == ["good"]
+    # listed, marked corrupt with where (the line), as what its lines before the damage say
+    listed = {r.run: r for r in FileStore(store.directory).list_runs(RunFilter()).runs}
+    assert set(listed) == {"good", "bad"} and listed["good"].corrupt is None
+    bad = listed["bad"]
+    assert bad.status == "running" and bad.corrupt is not None and "line 2" in bad.corrupt
 
 
 def test_stray_files_in_the_directory_are_not_runs(store: FileStore, directory: Path) -> None:
