@@ -462,6 +462,8 @@ class AsyncApp:
             return False
         inputs = record.decoded_inputs()
         inputs = {} if inputs is NO_VALUE else inputs
+        if run in wf.active:
+            return True  # executing in this process already
         holder = wf.holder if background else self._holder
         fence = await wf.store.claim(run, holder, self.clock.now_ms())
         if fence is None:

@@ -34,6 +34,16 @@ async def where(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"thread": threading.current_thread().name}
 
 
+gate = threading.Event()
+
+
+@telo.kind("ApiShop.Slow")
+def slow(inputs: dict[str, Any]) -> dict[str, Any]:
+    calls["slow"] += 1
+    assert gate.wait(30), "the test never opened the gate"
+    return {"done": True}
+
+
 MANIFEST = """\
 kind: Telo.Application
 metadata: { name: ApiTests, version: 1.0.0 }
@@ -87,6 +97,16 @@ steps:
   - { name: nap, invoke: !ref nap, inputs: { for: !cel "inputs.for" } }
   - { name: after, invoke: !ref work, inputs: { label: !cel "'after ' + inputs.id" } }
 ---
+kind: Shop.Slow
+metadata: { name: slow }
+---
+kind: Local.Workflow
+metadata: { name: slowpay }
+journal: !ref runs
+runId: !cel "'slowpay:' + inputs.id"
+steps:
+  - { name: pay, invoke: !ref slow }
+---
 kind: Local.Workflow
 metadata: { name: failing }
 journal: !ref runs
@@ -105,6 +125,34 @@ steps:
 def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     calls.clear()
+
+
+def test_resubmitting_a_run_this_process_executes_attaches_to_it(tmp_path: Path) -> None:
+    """A second start of a run id whose body this process is executing — a manifest's second target, another
+    run's step — must attach: re-claiming it (the same holder is granted a claim) would fence the live
+    execution out in the middle of its effect, which the next execution would then find unconfirmed."""
+    from telo.durable.workflow import Workflow
+
+    gate.clear()
+    with telo.load(MANIFEST) as app:
+
+        async def start_twice() -> tuple[Any, Any]:
+            await app.aio._ready()
+            wf = app.aio.application.resources["slowpay"]
+            assert isinstance(wf, Workflow)
+            first = await wf.invoke({"id": "1"})
+            while not calls["slow"]:
+                await asyncio.sleep(0.01)
+            again = await wf.invoke({"id": "1"})  # while the first execution is inside `pay`
+            gate.set()
+            return first, again
+
+        first, again = app._call(start_twice())
+        done = app.result("slowpay:1", wait=30)
+        record = app.aio.application.resources["runs"].store.read_run("slowpay:1")  # type: ignore[attr-defined]
+    assert first["started"] is True and again == {"runId": "slowpay:1", "attached": True, "status": "running"}
+    assert done.ok and calls["slow"] == 1
+    assert record is not None and record.fence == 1  # the one execution's claim, never taken again
 
 
 def test_a_run_parks_for_a_delivery_and_completes_once_delivered(tmp_path: Path) -> None:

@@ -68,6 +68,9 @@ class Workflow(Resource):
         super().__init__(app, name, config, module)
         self.holder = Holder.for_this_process(f"workflow-{name}").to_text()
         self.executions: dict[str, Execution] = {}
+        # Runs whose body this process executes right now (execute): a resubmission attaches to them.
+        # Re-claiming one would be granted (the same holder) and fence out the live execution mid-effect.
+        self.active: set[str] = set()
         self._async_store: AsyncStore | None = None
 
     async def init(self) -> None:
@@ -163,7 +166,7 @@ class Workflow(Resource):
                 error = dict(record.error or {})
                 raise InvokeError(error.get("code") or "ERR_DURABLE_RUN_FAILED",
                                   error.get("message") or f"run {run!r} failed", data={"run": run})
-            if record.status in ("cancelled", "scheduled"):
+            if record.status in ("cancelled", "scheduled") or run in self.active:
                 return {"runId": run, "attached": True, "status": record.status}
             fence = await store.claim(run, self.holder, clock.now_ms())
             if fence is None:
@@ -199,11 +202,15 @@ class Workflow(Resource):
             if execution.status != "parked":
                 return execution
             record = await store.read_run(run)
-            if record is None or record.status != "parked" or record.parked is None \
-                    or record.parked.token is not None or record.due_at is None:
-                return execution
-            if not await self._wait_parked(run, record.due_at):
-                return execution  # cancelled or settled while it waited: nothing to continue
+            delivered = record is not None and record.status == "running" and not shutdown.draining()
+            # (running again already: a delivery landed while the body unwound from its park, and a resubmission
+            # in this process attached to this execution rather than continuing the run itself)
+            if not delivered:
+                if record is None or record.status != "parked" or record.parked is None \
+                        or record.parked.token is not None or record.due_at is None:
+                    return execution
+                if not await self._wait_parked(run, record.due_at):
+                    return execution  # cancelled or settled while it waited: nothing to continue
             again = await store.claim(run, fence.holder, self.app.clock.now_ms())
             if again is None:
                 return execution  # a worker took it over meanwhile
@@ -248,8 +255,12 @@ class Workflow(Resource):
                              record=record)
         if record is not None and record.status in ("scheduled", "parked"):
             await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
-        execution = await execute_run(store, run, self.body, inputs, fence=fence, services=self.app.services,
-                                      clock=self.app.clock, fresh=fresh)
+        self.active.add(run)
+        try:
+            execution = await execute_run(store, run, self.body, inputs, fence=fence, services=self.app.services,
+                                          clock=self.app.clock, fresh=fresh)
+        finally:
+            self.active.discard(run)
         self.executions[run] = execution
         if execution.status == "running":
             try:
