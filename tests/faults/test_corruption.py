@@ -47,6 +47,18 @@ def _file_line(flow: Payments, run: str) -> None:
         f.write(b'{"type":"entry","entry":{"path":"steps/prepare","kind":"step"\n')  # not JSON: a damaged line
 
 
+def _file_flip(flow: Payments, run: str) -> None:
+    """A damaged byte that still parses: the prepare receipt's value says another run (the checksum catches it)."""
+    from telo.journal.file_format import SUFFIX, file_stem
+
+    path = Path(flow.spec.location) / (file_stem(run) + SUFFIX)
+    data = path.read_bytes()
+    assert data.count(b'\\"prepared\\":\\"pay:bad\\"') == 1, data
+    path.write_bytes(data.replace(b'\\"prepared\\":\\"pay:bad\\"', b'\\"prepared\\":\\"pay:bax\\"'))
+
+
+FLIP = "UPDATE telo_durable_entries SET value = replace(value, 'pay:bad', 'pay:bax') WHERE run = ?"
+
 DAMAGES: dict[str, tuple[str, Damage, bool]] = {
     # name: (store kind, how the run is damaged, whether `telo cancel` can settle it)
     "sqlite-collapse-reasons": ("sqlite", lambda f, r: _sqlite(
@@ -60,6 +72,10 @@ DAMAGES: dict[str, tuple[str, Damage, bool]] = {
     "postgres-entry-target": ("postgres", lambda f, r: _postgres(
         f, "UPDATE telo_durable_entries SET target = '[1, 2' WHERE run = ?", r), True),
     "file-line": ("file", _file_line, False),
+    # a flipped byte that still parses: caught by the entry's checksum (telo.journal.integrity), not replayed
+    "sqlite-flipped-value": ("sqlite", lambda f, r: _sqlite(f, FLIP, r), True),
+    "postgres-flipped-value": ("postgres", lambda f, r: _postgres(f, FLIP, r), True),
+    "file-flipped-value": ("file", _file_flip, False),
 }
 
 
@@ -81,7 +97,7 @@ def test_a_damaged_run_is_listed_reported_and_skipped_while_the_others_go_on(
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, f"{ctx} {listed.stderr}"
     runs = {r["run"]: r for r in json.loads(listed.stdout)["runs"]}
     assert set(runs) == {"pay:good", "pay:bad"}, f"{ctx} {runs}"
-    if case not in ("sqlite-entry-target", "postgres-entry-target", "sqlite-inputs-codec"):  # (record-level)
+    if case in ("sqlite-collapse-reasons", "postgres-error", "file-line"):  # (damage in the run's record)
         assert runs["pay:bad"]["corrupt"]["code"] == "ERR_DURABLE_JOURNAL_CORRUPT", f"{ctx} {runs['pay:bad']}"
 
     worker = flow.worker(label="worker")
@@ -90,6 +106,8 @@ def test_a_damaged_run_is_listed_reported_and_skipped_while_the_others_go_on(
     assert flow.record("pay:good").status == "completed", ctx
     out = worker.output()
     assert "pay:bad" in out and ("ERR_DURABLE_JOURNAL_CORRUPT" in out or "ERR_DURABLE_ENTRY_UNDECODABLE" in out), out
+    if "flipped" in case:
+        assert "does not match its checksum" in out, out
     assert "Traceback" not in out, f"{ctx} {out}"
     assert not [line for line in flow.lines() if line.key.startswith("pay:bad")], f"{ctx} the damaged run executed"
 

@@ -7,7 +7,9 @@ are written exactly as the Node runtime writes them, so either runtime reads the
   Telo writes the whole current record on every run line (its extension fields ``workflow``, ``createdAt``,
   ``updatedAt``, ``manifestDigest``, ``digestScope``, ``epoch`` ride along), so a completion keeps what the
   record held and a park without ``at`` has no ``dueAt`` (the quirks of reference §15.8 are not copied).
-- ``{"type":"entry","entry":{…}}`` — an entry (:meth:`Entry.to_json`); the FIRST line per path wins.
+- ``{"type":"entry","entry":{…},"crc":N}`` — an entry (:meth:`Entry.to_json`); the FIRST line per path wins.
+  ``crc`` (telo's; upstream readers ignore it) is the entry's checksum (:mod:`telo.journal.integrity`), checked
+  on every read; a line without it (upstream's, an older telo's) is read unchecked.
 
 Telo adds two line types. Upstream readers dispatch on ``type`` and keep only ``run`` and ``entry`` lines, so
 we assume they skip lines of any other type (the reference names no error for an unknown type; only an
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.journal.integrity import checksum, verify
 from telo.journal.model import STATUSES, Claim, Entry, Parked, RunRecord
 
 SUFFIX: Final = ".ndjson"
@@ -228,7 +231,7 @@ def claim_line(claim: Claim | None, fence: int) -> dict[str, Any]:
 
 
 def entry_line(entry: Entry) -> dict[str, Any]:
-    return {"type": "entry", "entry": entry.to_json()}
+    return {"type": "entry", "entry": entry.to_json(), "crc": checksum(entry)}
 
 
 def base_line(seq: int, ident: str | None = None) -> dict[str, Any]:
@@ -304,7 +307,7 @@ class FileState:
         if kind == "run":
             self.record = record_from_line(obj, run=self.run, line=number)
         elif kind == "entry":
-            self._entry(number, obj.get("entry"))
+            self._entry(number, obj.get("entry"), obj.get("crc"))
         elif kind == "claim":
             self.claim = self._claim(number, obj)
         elif kind == "base":
@@ -314,12 +317,14 @@ class FileState:
             self.counter = seq
         return kind
 
-    def _entry(self, number: int, obj: Any) -> None:
+    def _entry(self, number: int, obj: Any, crc: Any) -> None:
         if not isinstance(obj, Mapping):
             raise corrupt(self.run, number, "entry line without an `entry` object")
+        if crc is not None and type(crc) is not int:
+            raise corrupt(self.run, number, f"entry line checksum {crc!r} is not an integer")
         self.counter += 1
         try:
-            entry = Entry.from_json(obj, run=self.run, seq=self.counter)
+            entry = verify(self.run, Entry.from_json(obj, run=self.run, seq=self.counter), crc)
         except JournalCorrupt as exc:
             extra = {k: v for k, v in exc.data.items() if k != "run"}
             raise corrupt(self.run, number, exc.message, **extra) from exc

@@ -30,6 +30,7 @@ from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
 from telo.journal import cancels, paging
 from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
+from telo.journal.integrity import checksum
 from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
@@ -407,8 +408,8 @@ class PostgresStore(Store):
             'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1 FOR UPDATE'
         )
         insert = self._fmt(
-            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version) "
-            "VALUES (%s, %s, 'step', NULL, NULL, %s, %s) ON CONFLICT (run, path) DO NOTHING RETURNING seq"
+            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, checksum) "
+            "VALUES (%s, %s, 'step', NULL, NULL, %s, %s, %s) ON CONFLICT (run, path) DO NOTHING RETURNING seq"
         )
         unpark = self._fmt(
             "UPDATE {runs} SET status = 'running', parked_path = NULL, parked_resource = NULL, "
@@ -419,7 +420,8 @@ class PostgresStore(Store):
             if row is None:
                 return None
             run, path = row
-            if conn.execute(insert, (run, path, value, v)).fetchone() is None:
+            crc = checksum(Entry(path, "step", value, v, None, None))
+            if conn.execute(insert, (run, path, value, v, crc)).fetchone() is None:
                 return None  # another delivery stored its payload first
             conn.execute(unpark, (self._clock.now_ms(), run))
         self._notify(run)
@@ -437,9 +439,9 @@ class PostgresStore(Store):
             "FROM {runs} r WHERE r.run = %(run)s AND r.claim_holder = %(f_holder)s AND r.claim_fence = %(f_token)s " \
             "FOR SHARE OF r"
         insert = self._fmt(
-            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version) "
+            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, checksum) "
             "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, %(target)s::text, "
-            f"%(value)s::text, %(v)s::integer {where} "
+            f"%(value)s::text, %(v)s::integer, %(checksum)s::bigint {where} "
             "ON CONFLICT (run, path) DO NOTHING RETURNING seq"
         )
         params = entry_params(run, entry)

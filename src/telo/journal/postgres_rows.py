@@ -17,6 +17,7 @@ import psycopg
 
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
 from telo.journal.columns import json_column
+from telo.journal.integrity import checksum, verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 from telo.journal.postgres_schema import ENTRY_COLUMNS, RUN_COLUMNS, RUN_EXTENSION_COLUMNS
 
@@ -123,7 +124,8 @@ def entry_from_row(run: str, row: Mapping[str, Any]) -> Entry:
             f"journal entry {row['path']!r} of run {run!r} has a target that is not a JSON object",
             data={"run": run, "path": row["path"]},
         )
-    return Entry(row["path"], kind, row["value"], row["codec_version"], row["decision"], target, row["seq"])
+    entry = Entry(row["path"], kind, row["value"], row["codec_version"], row["decision"], target, row["seq"])
+    return verify(run, entry, row.get("checksum"))
 
 
 def entry_params(run: str, entry: Entry) -> dict[str, Any]:
@@ -136,6 +138,7 @@ def entry_params(run: str, entry: Entry) -> dict[str, Any]:
         "target": target,
         "value": entry.value,
         "v": entry.v,
+        "checksum": checksum(entry),
     }
 
 

@@ -71,12 +71,14 @@ ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("target", "TEXT"),
     ("value", "TEXT"),
     ("codec_version", "INTEGER"),
+    ("checksum", "BIGINT"),  # telo extension: CRC-32 of the entry (telo.journal.integrity); NULL = unchecked
 )
 
 # Columns an older table may lack and that ALTER may add (never a key or NOT NULL column: a populated table
 # cannot gain one of those, and every upstream version already has them).
 _ADDABLE_RUN: Final = RUN_COLUMNS[2:] + RUN_EXTENSION_COLUMNS
-_ADDABLE_ENTRY: Final = tuple(c for c in ENTRY_COLUMNS if c[0] in ("decision", "target", "value", "codec_version"))
+_ADDABLE_ENTRY: Final = tuple(c for c in ENTRY_COLUMNS
+                              if c[0] in ("decision", "target", "value", "codec_version", "checksum"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from telo.errors import JournalError
 from telo.journal import cancels, paging
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence, holder_is_dead
+from telo.journal.integrity import checksum
 from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
@@ -426,7 +427,8 @@ class SqliteStore(Store):
                 return None
             record = record_from_row(row)
             assert record.parked is not None  # parked_on selects parked runs with a token
-            stored = conn.execute(sql.append, (record.run, record.parked.path, "step", None, None, value, v))
+            entry = Entry(record.parked.path, "step", value, v, None, None)
+            stored = conn.execute(sql.append, (record.run, entry.path, "step", None, None, value, v, checksum(entry)))
             if stored.fetchone() is None:
                 return None  # another delivery stored its payload first
             conn.execute(sql.unpark, (now, record.run))

@@ -35,6 +35,7 @@ from typing import Any
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
 from telo.journal.chain import WriteChain, lost_race
 from telo.journal.claims import Fence, fence_refused
+from telo.journal.integrity import checksum
 from telo.journal.memory import unknown_run
 from telo.journal.model import Entry
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
@@ -112,11 +113,13 @@ class AppendOp:
         if self.chain is not None:
             self.chain.check()
         fence = self.fence
+        crc = checksum(e)
         if fence is None:
-            got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v))
+            got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v,
+                                                 crc))
         else:
             got = conn.execute(self.sql.append_fenced, (self.run, e.path, e.kind, e.decision, self.target, e.value,
-                                                        e.v, fence.holder, fence.token))
+                                                        e.v, crc, fence.holder, fence.token))
         row = got.fetchone()
         if row is not None:  # stored, seq assigned, run known (and claimed by the fence): one statement
             if self.seqs is not None:
@@ -153,6 +156,9 @@ class AppendOp:
             hint="inspect the journal with `telo runs journal`",
             data={"run": self.run, "path": self.entry.path},
         )
+
+
+_ROW = 9  # parameters of one row of Sql.insert_entries
 
 
 def check_claim(conn: sqlite3.Connection, sql: Sql, run: str, fence: Fence, what: str) -> None:
@@ -208,12 +214,12 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         first[key] = i
         bases[op.run] = assigned[i] = seq = base + 1
         e = op.entry
-        params += (op.run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v)
-    rows = len(params) // 8
+        params += (op.run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v, checksum(e))
+    rows = len(params) // _ROW
     done = 0
     statements: list[tuple[str, list[Any]]] = []
     for size in chunks(rows):
-        statements.append((sql.insert_entries(size), params[done * 8 : (done + size) * 8]))
+        statements.append((sql.insert_entries(size), params[done * _ROW : (done + size) * _ROW]))
         done += size
     counts: list[int] = all_or_nothing(conn, statements, _rowcount)
     inserted = sum(counts)

@@ -15,8 +15,9 @@ deleting, so numbers are never reused after compaction and ``seq`` stays strictl
 
 The schema version lives in ``PRAGMA user_version``; tables and indexes are created with ``IF NOT EXISTS``
 inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once serialise on SQLite's write lock and
-the second one finds everything in place. Version 2 added ``claim_fence``: a version-1 journal gains the
-column (``ALTER TABLE … ADD COLUMN``, NULL reading as token 0) the first time this telo opens it.
+the second one finds everything in place. Version 2 added ``claim_fence``, version 3 the entries'
+``checksum`` (:mod:`telo.journal.integrity`): an older journal gains the columns (``ALTER TABLE … ADD COLUMN``;
+NULL reads as token 0, and as an entry written without a checksum) the first time this telo opens it.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from typing import Any, Final
 
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
 from telo.journal.columns import json_column
+from telo.journal.integrity import verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
 # RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
 MIN_SQLITE: Final = (3, 35, 0)
@@ -79,6 +81,7 @@ ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("target", "TEXT"),  # JSON {kind, name, module?}; NULL for a delivery
     ("value", "TEXT"),  # frame text; NULL = produced nothing (differs from the JSON text "null")
     ("codec_version", "INTEGER"),  # NULL = legacy plain JSON with {"$bigint": "…"}
+    ("checksum", "INTEGER"),  # telo extension: CRC-32 of the entry (telo.journal.integrity); NULL = unchecked
 )
 
 # The columns a RunRecord is read from, in record_from_row's order.
@@ -88,7 +91,7 @@ RECORD_SELECT: Final = (
     "collapse_reasons, replayed_steps, manifest_digest, digest_scope, workflow, created_at, updated_at, "
     "claim_holder, claim_until, epoch, claim_fence"
 )
-ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq"
+ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq, checksum"
 
 
 _MULTI_INSERT: dict[tuple[str, int], str] = {}
@@ -186,18 +189,18 @@ class Sql:
             ddl=ddl,
             admit=f"INSERT OR IGNORE INTO {runs} ({_ADMIT_COLUMNS}) VALUES ({_ADMIT_VALUES})",
             select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",
-            # ?1 run, ?2 path, ?3 kind, ?4 decision, ?5 target, ?6 value, ?7 codec version
+            # ?1 run, ?2 path, ?3 kind, ?4 decision, ?5 target, ?6 value, ?7 codec version, ?8 checksum
             append=f"INSERT OR IGNORE INTO {entries} "
-            "(run, path, seq, entry_kind, decision, target, value, codec_version) "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version, checksum) "
             f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
-            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7 "
+            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7, ?8 "
             f"FROM {runs} r WHERE r.run = ?1 RETURNING seq",
-            # ... and only while the run's claim is the execution's: ?8 holder, ?9 token
+            # ... and only while the run's claim is the execution's: ?9 holder, ?10 token
             append_fenced=f"INSERT OR IGNORE INTO {entries} "
-            "(run, path, seq, entry_kind, decision, target, value, codec_version) "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version, checksum) "
             f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
-            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7 "
-            f"FROM {runs} r WHERE r.run = ?1 AND r.claim_holder = ?8 AND r.claim_fence = ?9 RETURNING seq",
+            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7, ?8 "
+            f"FROM {runs} r WHERE r.run = ?1 AND r.claim_holder = ?9 AND r.claim_fence = ?10 RETURNING seq",
             insert_entry=f"INSERT OR IGNORE INTO {entries} "
             "(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             run_exists=f"SELECT 1 FROM {runs} WHERE run = ?",
@@ -258,13 +261,13 @@ class Sql:
         )
 
     def insert_entries(self, rows: int) -> str:
-        """``INSERT OR IGNORE`` of ``rows`` entry rows at once (8 parameters each, ENTRY_COLUMNS order)."""
+        """``INSERT OR IGNORE`` of ``rows`` entry rows at once (9 parameters each, ENTRY_COLUMNS order)."""
         text = _MULTI_INSERT.get((self.entries, rows))
         if text is None:
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
             text = _MULTI_INSERT[(self.entries, rows)] = (
                 f"INSERT OR IGNORE INTO {self.entries} "
-                f"(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES {values}"
+                f"(run, path, seq, entry_kind, decision, target, value, codec_version, checksum) VALUES {values}"
             )
         return text
 
@@ -392,10 +395,11 @@ def create_schema(conn: sqlite3.Connection, sql: Sql, path: str) -> None:
         version = _schema_version(conn, path)
         for stmt in sql.ddl:
             conn.execute(stmt)
-        have = {row[1] for row in conn.execute(f"PRAGMA table_info({sql.runs})")}
-        for name, kind in RUN_COLUMNS:
-            if name not in have:  # a journal of an older schema version (see the module docstring)
-                conn.execute(f"ALTER TABLE {sql.runs} ADD COLUMN {name} {kind}")
+        for table, columns in ((sql.runs, RUN_COLUMNS), (sql.entries, ENTRY_COLUMNS)):
+            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+            for name, kind in columns:
+                if name not in have:  # a journal of an older schema version (see the module docstring)
+                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -446,7 +450,8 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
 
 
 def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
-    path, kind, value, v, decision, target, seq = row
+    """The entry of an ENTRY_SELECT row, its checksum verified (telo.journal.integrity)."""
+    path, kind, value, v, decision, target, seq, crc = row
     if target is not None:
         try:
             target = json.loads(target)
@@ -462,7 +467,7 @@ def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
     if kind not in ("step", "decision"):
         raise JournalCorrupt(ERR_DURABLE_JOURNAL_CORRUPT, f"journal entry {path!r} of run {run!r} has an unknown "
                              f"kind {kind!r}", data={"run": run, "path": path})
-    return Entry(path, kind, value, v, decision, target, seq)
+    return verify(run, Entry(path, kind, value, v, decision, target, seq), crc)
 
 
 def error_json(error: Mapping[str, Any] | None) -> str | None:

@@ -21,6 +21,7 @@ from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalErro
 from telo.journal import open_store
 from telo.journal.file import FileStore
 from telo.journal.file_format import file_stem, run_of_stem
+from telo.journal.integrity import checksum
 from telo.journal.model import Admission, Claim, Entry, Outcome, Parked, RunFilter
 from telo.values import equal
 
@@ -116,6 +117,8 @@ def test_lines_keep_the_upstream_shapes(store: FileStore, directory: Path, clock
     store.complete("park:t1", Outcome.completed({"ok": True}, replayed_steps=1))
 
     got = lines(run_file(directory, "park:t1"))
+    crcs = {ln["entry"]["path"]: ln.pop("crc") for ln in got if ln["type"] == "entry"}  # telo's, checked below
+    assert crcs == {e.path: checksum(e) for e in store.read_entries("park:t1")}
     frame_inputs = '{"ticket":"t1"}'
     common = {"workflow": "approvals", "createdAt": now}
     assert got == [

@@ -109,7 +109,7 @@ def test_schema_mirrors_the_postgres_tables(store: SqliteStore, path: str) -> No
                          "inputs_codec_version", "result_codec_version", "claim_holder", "claim_until"]
     # (name, position in the primary key)
     assert entries == [("run", 1), ("path", 2), ("seq", 0), ("entry_kind", 0), ("decision", 0), ("target", 0),
-                       ("value", 0), ("codec_version", 0)]
+                       ("value", 0), ("codec_version", 0), ("checksum", 0)]
     assert indexes == {"telo_durable_runs_entries_seq_idx", "telo_durable_runs_parked_token_idx",
                        "telo_durable_runs_due_idx", "telo_durable_runs_created_idx"}
     assert version == SCHEMA_VERSION

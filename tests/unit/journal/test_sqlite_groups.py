@@ -480,7 +480,7 @@ def test_entries_another_connection_committed_are_not_overwritten(store: SqliteS
     _append_batch(store, "r", ["a0", "a1"])  # remembered: base 2
     other = sqlite3.connect(store.path, isolation_level=None)
     try:  # another process appends (its own statement numbers the entry)
-        other.execute(store._sql.append, ("r", "x", "decision", "value", None, '"x"', 2))
+        other.execute(store._sql.append, ("r", "x", "decision", "value", None, '"x"', 2, None))
     finally:
         other.close()
     _append_batch(store, "r", ["b0", "b1"])
