@@ -23,7 +23,8 @@ POINTS = frozenset({
     "after-entry",  # the step entry is durable
     "before-park-record",  # a park latched its signal; the park record is not written yet
     "after-park-record",  # the park record is durable; the signal has not unwound yet
-    "after-delivery-append",  # a delivery's payload entry is durable; the run is not unparked yet
+    "after-delivery-append",  # a delivery is durable (payload stored, run unparked: one store operation); the
+    # deliverer has not answered yet
     "after-snapshot-append",  # compaction appended its snapshot; nothing truncated yet
     "before-claim-renewal",  # a running body is about to renew its claim
 })

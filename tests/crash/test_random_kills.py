@@ -16,7 +16,16 @@ delivered payload, every journal must fold, and the ledger must show each record
 idempotency key except effects interrupted by a kill, which appear again only with the same key, only after
 their executor was killed, and at most three per killed process (workflows/harness.py: ``check_ledger``).
 
-``-m soak`` runs the same driver for ≥ 1,000 kills per store (docs/reliability.md records its last result).
+**Mixed faults.** Not every fault is a SIGKILL: at its random moment a process is SIGKILLed (most often), sent
+SIGTERM — it must drain: finish its effects, write their receipts, exit 143 (or 0, or die by the signal during
+start-up, before it installed its handler) — or SIGSTOPped for longer than the journal's lease (``claimTtl:
+1s`` here) and continued: other processes take its runs over meanwhile, and fencing (telo/journal/claims.py)
+must keep it from executing anything they did once it wakes. A second deliverer thread races the first on
+every token: each await must be answered exactly once. The ledger check counts a paused process like a killed
+one — what it was executing may rightly run again, after the pause began — and a drained one like a live one:
+nothing it finished may run again.
+
+``-m soak`` runs the same driver for ≥ 1,000 faults per store (docs/reliability.md records its last result).
 The kill schedule is random: its seed is in every failure message and ``TELO_CRASH_SEED=<n>`` replays it
 (as far as process timing allows).
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -56,6 +66,12 @@ UNFINISHED_MIN = 6  # start new runs while fewer than this many are unfinished
 RESUBMIT_P = 0.25  # otherwise: a worker
 DEFAULT_KILLS = 200
 SOAK_KILLS = 1_000
+# The mix of faults at a process's random moment: the rest are SIGKILLs.
+TERM_P = 0.15  # SIGTERM: a graceful drain
+PAUSE_P = 0.10  # SIGSTOP past the lease, then SIGCONT
+CLAIM_TTL = "1s"
+PAUSE_S = (1.3, 2.2)  # longer than the lease: others may take the paused process's runs over
+DRAINED = (0, 128 + 15, -15)  # a SIGTERMed process: done already, drained, or hit during start-up
 
 
 def _n(run: str) -> int:
@@ -72,6 +88,8 @@ class Soak:
     ctx: str
     runs: list[str] = field(default_factory=list)
     kills: int = 0
+    terms: int = 0
+    pauses: int = 0
     exits: int = 0
     startups: list[float] = field(default_factory=list)  # seconds from a process's start to its first effect
     _seen_lines: int = 0
@@ -111,36 +129,67 @@ class Soak:
         return self.flow.start(*args, label=label, server=self.server)
 
     def settle(self, proc: Proc) -> None:
-        """A process that exited on its own: it must have succeeded."""
+        """A process that exited on its own: it must have succeeded (or drained, if it was sent SIGTERM)."""
         code = self.flow.wait(proc)
-        assert code == 0, f"{self.ctx}: {proc.label} (pid {proc.pid}) exited {code}:\n{proc.output()}"
+        allowed = DRAINED if proc.terminated_ns is not None else (0,)
+        assert code in allowed, f"{self.ctx}: {proc.label} (pid {proc.pid}) exited {code}:\n{proc.output()}"
         self.exits += 1
 
-    def drive(self, target_kills: int, deadline_s: float) -> None:
-        slots: list[tuple[Proc, float] | None] = [None] * SLOTS
+    def fault(self, proc: Proc) -> float | None:
+        """Hit ``proc`` with a random fault; the monotonic time to continue it at if it was paused, None if not
+        (False-y kills of a process that had exited are settled by the caller)."""
+        r = self.rng.random()
+        if r < TERM_P:
+            if proc.signal(signal.SIGTERM):
+                self.terms += 1
+            return None
+        if r < TERM_P + PAUSE_P:
+            if proc.signal(signal.SIGSTOP):
+                self.pauses += 1
+                return time.monotonic() + self.rng.uniform(*PAUSE_S)
+            return None
+        if self.flow.kill(proc):
+            self.kills += 1
+        return None
+
+    @property
+    def faults(self) -> int:
+        return self.kills + self.terms + self.pauses
+
+    def drive(self, target_faults: int, deadline_s: float) -> None:
+        # A slot: its process, when to hit it (None once hit and left to exit), when to continue it (paused).
+        slots: list[tuple[Proc, float | None, float | None] | None] = [None] * SLOTS
         began = time.monotonic()
-        while self.kills < target_kills:
+        while self.faults < target_faults:
             assert time.monotonic() - began < deadline_s, (
-                f"{self.ctx}: only {self.kills}/{target_kills} kills in {deadline_s} s"
+                f"{self.ctx}: only {self.faults}/{target_faults} faults in {deadline_s} s"
             )
             for i, slot in enumerate(slots):
                 if slot is None:
                     proc = self.launch()
-                    slots[i] = (proc, time.monotonic() + self.kill_delay())
+                    slots[i] = (proc, time.monotonic() + self.kill_delay(), None)
                     continue
-                proc, kill_at = slot
+                proc, hit_at, resume_at = slot
+                now = time.monotonic()
+                if resume_at is not None:
+                    if now >= resume_at:
+                        proc.signal(signal.SIGCONT)
+                        slots[i] = (proc, None, None)  # now left to exit on its own
+                    continue
                 if proc.poll() is not None:
                     self.settle(proc)
                     slots[i] = None
-                elif time.monotonic() >= kill_at:
-                    if self.flow.kill(proc):
-                        self.kills += 1
+                elif hit_at is not None and now >= hit_at:
+                    paused_until = self.fault(proc)
+                    if proc.killed_ns is not None:
+                        slots[i] = None  # killed (and reaped)
                     else:
-                        self.settle(proc)
-                    slots[i] = None
+                        slots[i] = (proc, None, paused_until)
             time.sleep(0.005)
         for slot in slots:
             if slot is not None:
+                if slot[2] is not None:
+                    slot[0].signal(signal.SIGCONT)
                 self.settle(slot[0])
 
     def finish(self) -> None:
@@ -162,34 +211,41 @@ def run_soak(kind: str, tmp_path: Path, target_kills: int, deadline_s: float) ->
     seed = int(os.environ.get("TELO_CRASH_SEED") or random.randrange(2**32))
     ctx = f"[{kind} seed={seed}]"
     spec = make_spec(kind, tmp_path)
-    flow = Flow(spec, tmp_path)
+    flow = Flow(spec, tmp_path, claim_ttl=CLAIM_TTL)
     flow.env["CRASH_EFFECT_MS"] = EFFECT_MS
-    store, deliverer_store = spec.open(), spec.open()
+    store = spec.open()
+    deliverer_stores = [spec.open(), spec.open()]
     server = ForkServer(flow.env)
     soak = Soak(flow, store, server, random.Random(seed), ctx)
     stop = threading.Event()
     errors: list[BaseException] = []
+    acknowledged = [0, 0]  # deliveries each deliverer was told succeeded
 
-    def deliverer() -> None:
+    def deliverer(n: int) -> None:
         try:
             while not stop.is_set():
-                deliver_parked(deliverer_store)
+                acknowledged[n] += deliver_parked(deliverer_stores[n])
                 stop.wait(0.03)
         except BaseException as exc:  # reported by the test thread
             errors.append(exc)
 
-    thread = threading.Thread(target=deliverer, daemon=True)
+    threads = [threading.Thread(target=deliverer, args=(n,), daemon=True) for n in range(2)]
     began = time.monotonic()
-    thread.start()
+    for thread in threads:
+        thread.start()
     try:
         soak.drive(target_kills, deadline_s)
         soak.finish()
     finally:
         stop.set()
-        thread.join(10)
+        for thread in threads:
+            thread.join(10)
         flow.close()
         server.close()
-    assert not errors, f"{ctx}: the deliverer failed: {errors[0]!r}"
+    assert not errors, f"{ctx}: a deliverer failed: {errors[0]!r}"
+    # Every run awaits once: racing deliverers were told `delivered` exactly once per run between them.
+    assert sum(acknowledged) == len(soak.runs), f"{ctx}: {acknowledged} deliveries acknowledged for " \
+        f"{len(soak.runs)} runs"
     try:
         assert {r.run for r in all_runs(store)} == set(soak.runs), f"{ctx}: runs nobody started"
         check_completed(store, soak.runs, ctx, dead_claims=True)
@@ -197,15 +253,17 @@ def run_soak(kind: str, tmp_path: Path, target_kills: int, deadline_s: float) ->
         executed = {id(flow.executor(line)) for line in flow.ledger_lines()}
         in_effects = sum(1 for p in flow.killed_procs() if id(p) in executed)
         startup = sorted(soak.startups)[len(soak.startups) // 2] if soak.startups else float("nan")
-        print(f"\n{ctx}: {soak.kills} kills ({in_effects} of processes that had executed effects; median start-up "
+        print(f"\n{ctx}: {soak.faults} faults: {soak.kills} kills ({in_effects} of processes that had executed "
+              f"effects), {soak.terms} SIGTERMs, {soak.pauses} pauses past the lease; median start-up "
               f"to first effect {startup:.2f} s), "
               f"{soak.exits} clean exits, {len(flow.procs)} processes, {len(soak.runs)} runs completed, "
               f"{report.lines} effect executions, {len(report.repeated)} re-driven after a kill, "
               f"{time.monotonic() - began:.0f} s")
-        assert in_effects >= target_kills // 5, f"{ctx}: only {in_effects} kills hit a process executing steps"
+        assert in_effects >= target_kills // 8, f"{ctx}: only {in_effects} kills hit a process executing steps"
     finally:
         store.close()
-        deliverer_store.close()
+        for other in deliverer_stores:
+            other.close()
 
 
 @pytest.mark.parametrize("kind", KINDS)

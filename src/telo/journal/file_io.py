@@ -50,6 +50,10 @@ _StatKey = tuple[int, int, int, int]
 _Summary = tuple[_StatKey, RunRecord | None, bool]  # (stat key, record, an entry exists at its park path)
 
 
+class Busy(Exception):
+    """Another process holds the run file's lock (a scan does not wait for it: see RunFiles._summary)."""
+
+
 @dataclass
 class Locked:
     """A run file open and locked, with what its complete lines say."""
@@ -119,8 +123,10 @@ class RunFiles:
     # --- locked access -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def open(self, run: str, *, writer: bool) -> Iterator[Locked | None]:
-        """The run's file, locked (exclusive for a writer, shared for a reader) and parsed; None if absent."""
+    def open(self, run: str, *, writer: bool, wait: bool = True) -> Iterator[Locked | None]:
+        """The run's file, locked (exclusive for a writer, shared for a reader) and parsed; None if absent.
+
+        ``wait=False``: raise :class:`Busy` at once instead of waiting for another process's lock (scans)."""
         path = self.path(run)
         flags = (os.O_RDWR | os.O_APPEND) if writer else os.O_RDONLY
         with self._stripes[hash(run) % _STRIPES]:
@@ -133,7 +139,11 @@ class RunFiles:
                     yield None
                     return
                 try:
-                    fcntl.flock(fd, fcntl.LOCK_EX if writer else fcntl.LOCK_SH)
+                    mode = fcntl.LOCK_EX if writer else fcntl.LOCK_SH
+                    try:
+                        fcntl.flock(fd, mode if wait else mode | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        raise Busy(run) from None
                     st = os.fstat(fd)
                     try:
                         now_at_path = os.stat(path)
@@ -311,12 +321,17 @@ class RunFiles:
         if cached is not None and cached[0] == key:
             return cached
         try:
-            with self.open(run, writer=False) as locked:
+            # Not waiting for a writer's lock: a writer is quick, unless its process was paused (SIGSTOP, a
+            # frozen VM) holding it — and then every sweep of every worker would hang on that one file. A file
+            # being written is scanned as it last was (or left out until the next scan).
+            with self.open(run, writer=False, wait=False) as locked:
                 if locked is None:
                     return None
                 record = locked.state.current
                 at_park = bool(record and record.parked and record.parked.path in locked.state.entries)
                 summary: _Summary = (_stat_key(locked.stat), record, at_park)
+        except Busy:
+            return cached
         except JournalCorrupt as exc:
             # One damaged file must not stop the sweep for every other run; it is reported once per change, and
             # listed as what its lines before the damage say, marked corrupt (never due: nothing executes it).

@@ -16,6 +16,8 @@ Protocol, one JSON line per request on stdin, one reply line on stdout:
 - ``{"op": "poll", "pid": n}`` → ``{"code": c}``, ``c`` null while it runs, else its wait status as
   :attr:`subprocess.Popen.returncode` reports it (``-9`` for SIGKILL);
 - ``{"op": "kill", "pid": n}`` → ``{"killed": bool, "code": c}``: SIGKILL if it still runs, then reap;
+- ``{"op": "signal", "pid": n, "sig": s}`` → ``{"sent": bool}``: send ``s`` (SIGSTOP, SIGCONT, SIGTERM) if it
+  has not been reaped;
 - ``{"op": "wait", "pid": n}`` → ``{"code": c}``.
 
 A child is reaped only when the test asks (poll/kill/wait), so its pid cannot be reused while the test may
@@ -114,6 +116,12 @@ def main() -> None:
                 if alive:
                     os.kill(pid, signal.SIGKILL)  # not reaped yet: the pid is still this child's
                 reply({"killed": alive, "code": reap(pid, block=True)})
+            elif op == "signal":
+                pid = req["pid"]
+                alive = reap(pid, block=False) is None
+                if alive:
+                    os.kill(pid, int(req["sig"]))
+                reply({"sent": alive})
             elif op == "wait":
                 reply({"code": reap(req["pid"], block=True)})
             else:

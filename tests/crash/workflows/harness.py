@@ -96,6 +96,8 @@ class Proc:
     killed_ns: int | None = None  # monotonic time the test SENT SIGKILL (the process is dead only later)
     end_ns: int | None = None  # monotonic time the test saw it gone (reaped)
     first_effect_ns: int | None = None  # its first ledger line (filled in by tests that want it)
+    paused_ns: int | None = None  # monotonic time the test first SIGSTOPped it (past its lease, then SIGCONT)
+    terminated_ns: int | None = None  # monotonic time the test sent it SIGTERM (it drains, then exits)
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -126,15 +128,41 @@ class Proc:
         self.end_ns = time.monotonic_ns()
         return killed
 
+    def signal(self, sig: int) -> bool:
+        """Send ``sig`` if it still runs (True); SIGSTOP and SIGTERM are recorded (see ``paused_ns``)."""
+        if self.poll() is not None:
+            return False
+        now = time.monotonic_ns()
+        if sig == signal.SIGSTOP and self.paused_ns is None:
+            self.paused_ns = now
+        elif sig == signal.SIGTERM and self.terminated_ns is None:
+            self.terminated_ns = now
+        if self.popen is not None:
+            os.kill(self.pid, sig)
+        else:
+            assert self.server is not None
+            self.server.call(op="signal", pid=self.pid, sig=int(sig))
+        return True
+
     @property
     def killed(self) -> bool:
-        """Killed by the test, or by a fault point (a process that SIGKILLed itself)."""
-        return self.killed_ns is not None or self.returncode == -signal.SIGKILL
+        """Killed by the test or a fault point (a process that SIGKILLed itself), or by a SIGTERM that came before
+        it could drain (during start-up: the default action)."""
+        return self.killed_ns is not None or self.returncode in (-signal.SIGKILL, -signal.SIGTERM)
+
+    @property
+    def lost_its_claims(self) -> bool:
+        """Killed, or paused past its lease: another process may rightly re-drive what it was executing."""
+        return self.killed or self.paused_ns is not None
 
     def death_ns(self) -> int:
-        """A time by which the process had certainly been told to die."""
+        """A time by which the process had certainly been told to die, or been paused past its lease."""
         if self.killed_ns is not None:
             return self.killed_ns
+        if self.paused_ns is not None:
+            return self.paused_ns
+        if self.terminated_ns is not None and self.returncode == -signal.SIGTERM:
+            return self.terminated_ns
         assert self.end_ns is not None, f"{self.label} (pid {self.pid}) is still running"
         return self.end_ns
 
@@ -165,6 +193,8 @@ class Flow:
     # The workflow's `durability:`; None keeps the manifest's (the default, deferred). "eager" runs a copy of
     # the manifest that sets it, from the test's directory (the ledger module is found through PYTHONPATH).
     durability: str | None = None
+    # The journal's `claimTtl`; None keeps the default (60 s). The mixed-fault soak pauses processes past it.
+    claim_ttl: str | None = None
 
     def __post_init__(self) -> None:
         self.manifest = WORKFLOWS / f"{self.spec.kind}.yaml"
@@ -180,6 +210,14 @@ class Flow:
             assert text.count(marker) == 1, "the crash manifest has one workflow"
             self.manifest = self.tmp / f"{self.spec.kind}-{self.durability}.yaml"
             self.manifest.write_text(text.replace(marker, f"{marker}durability: {self.durability}\n"))
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(WORKFLOWS), self.env.get("PYTHONPATH", "")) if p)
+        if self.claim_ttl is not None:
+            text = self.manifest.read_text()
+            marker = "metadata: { name: runs }\n"
+            assert text.count(marker) == 1, "the crash manifest has one journal"
+            self.manifest = self.tmp / f"{self.spec.kind}-ttl.yaml"
+            self.manifest.write_text(text.replace(marker, f"{marker}claimTtl: {self.claim_ttl}\n"))
             self.env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(WORKFLOWS), self.env.get("PYTHONPATH", "")) if p)
         if self.spec.table is not None:
@@ -353,13 +391,14 @@ def check_ledger(flow: Flow, store: Store, runs: Iterable[str], ctx: str,
         for earlier, later in itertools.pairwise(seq):
             proc = flow.executor(earlier)
             assert proc is not None, f"{ctx}: {key}: no process of the test wrote {earlier}"
-            assert proc.killed, (
+            assert proc.lost_its_claims, (
                 f"{ctx}: {key} executed again (pid {later.pid}) although its earlier executor {proc.label} "
-                f"(pid {proc.pid}) was never killed: a completed step repeated\n{proc.output()}"
+                f"(pid {proc.pid}) was never killed nor paused past its lease: a completed step repeated "
+                f"(SIGTERM sent: {proc.terminated_ns is not None}, exit {proc.returncode})\n{proc.output()}"
             )
             assert later.ns > proc.death_ns(), (
                 f"{ctx}: {key} executed again by pid {later.pid} {(proc.death_ns() - later.ns) / 1e6:.1f} ms "
-                f"BEFORE its earlier executor (pid {proc.pid}) was killed: two live executors"
+                f"BEFORE its earlier executor (pid {proc.pid}) was killed or paused: two live executors"
             )
             charged[id(proc)][earlier.run].append(key)
             procs[id(proc)] = proc

@@ -544,3 +544,28 @@ def test_fsync_off_still_writes_everything(tmp_path: Path) -> None:
     rec = fresh.read_run("r")
     assert rec is not None and equal(rec.decoded_inputs(), {"x": 1})
     assert [e.path for e in fresh.read_entries("r")] == ["inputs"]
+
+
+def test_a_scan_does_not_wait_for_a_run_file_another_process_holds_locked(store: FileStore, directory: Path) -> None:
+    """A process paused (SIGSTOP) while it holds a run file's lock must not hang every other worker's sweep:
+    scans skip the busy file (or show it as last scanned) instead of waiting for its lock."""
+    import fcntl
+
+    store.admit(Admission.of("free"))
+    store.admit(Admission.of("held"))
+    fresh = FileStore(store.directory)
+    fd = os.open(run_file(directory, "held"), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: conflicts like another process's lock
+        began = time.monotonic()
+        assert fresh.due_runs(10**15, 10) == ["free"]  # never scanned before: left out until the next scan
+        assert time.monotonic() - began < 2
+    finally:
+        os.close(fd)
+    assert sorted(fresh.due_runs(10**15, 10)) == ["free", "held"]
+    fd = os.open(run_file(directory, "held"), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert sorted(fresh.due_runs(10**15, 10)) == ["free", "held"]  # scanned before, unchanged: as it was
+    finally:
+        os.close(fd)
