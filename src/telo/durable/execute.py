@@ -31,7 +31,8 @@ from telo.durable.digest import (
     value_of,
 )
 from telo.durable.effects import EffectPolicy
-from telo.durable.handle import LocalRunHandle, RunCancelled, halts
+from telo.durable.halting import RunCancelled, halts
+from telo.durable.handle import LocalRunHandle
 from telo.durable.renewals import renew_while_executing
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps

@@ -18,27 +18,25 @@ from typing import Any, Final, NoReturn
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.durable import effects, failures, shutdown
+from telo.durable import effects, failures, shutdown, unconfirmed
 from telo.durable.aio import AsyncStore
+from telo.durable.halting import RUN_CANCELLED, RunCancelled, halts
 from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
 from telo.engine.handle import Execute
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
 from telo.errors import (
-    ERR_DURABLE_ENTRY_UNDECODABLE,
-    ERR_DURABLE_JOURNAL_CORRUPT,
     ERR_DURABLE_UNJOURNALABLE_VALUE,
     ERR_JOURNAL_ENTRY_MISMATCH,
-    DurableError,
     JournalEntryMismatch,
     TeloError,
     TypedFrameUnencodable,
     UnjournalableValue,
 )
 from telo.journal import cancels
-from telo.journal.chain import ERR_DURABLE_CHAIN_BROKEN, ChainBroken, lost_race
-from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, Fence
+from telo.journal.chain import ChainBroken, lost_race
+from telo.journal.claims import Fence
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import CODEC_VERSION, Entry, Parked
 from telo.targets import targets_match
@@ -46,7 +44,6 @@ from telo.values.replica import UNSUPPORTED, replica
 
 log = logging.getLogger("telo.durable")
 
-RUN_CANCELLED = "ERR_DURABLE_RUN_CANCELLED"
 _FIRST_ATTEMPT: Final = (0, None)  # RESUME_ATTEMPT of an effect not started before: attempt 0, no wait
 
 # How far an execution may run ahead of its journal's commits (deferred appends not yet known durable):
@@ -57,36 +54,6 @@ _FIRST_ATTEMPT: Final = (0, None)  # RESUME_ATTEMPT of an effect not started bef
 DEFERRED_STEPS = 16
 DEFERRED_LIMIT = 64
 _WAITED_KINDS = frozenset({"attempt", "retry"})
-
-
-class EffectUnconfirmed(DurableError):
-    """An effect's outcome is unknown and its policy is ``fail`` (or an operator answered ``--fail``)."""
-
-    default_code = "ERR_DURABLE_EFFECT_UNCONFIRMED"
-
-
-class RunCancelled(DurableError):
-    """The run was cancelled while its body executed; the body stops at its next journaling point."""
-
-    default_code = RUN_CANCELLED
-
-
-# What stops an execution rather than fails its body (telo.engine.suspend.ExecutionHalted): raised by the
-# journal, or by the handle itself, they reach the body only as a halt no catch can see. Besides losing the
-# run, a cancel and a shutdown: a journal write that failed for a reason that may pass (a full disk, a lost
-# connection) and an entry this runtime cannot read (written by a newer codec, or damaged) — none of them is
-# the body's own deterministic failure, so none may settle the run: it is left running for a later or newer
-# executor (issue 12, case 6).
-HALTING_CODES: Final = frozenset({
-    ERR_DURABLE_CLAIM_LOST, ERR_DURABLE_CHAIN_BROKEN, RUN_CANCELLED, shutdown.ERR_DURABLE_SHUTTING_DOWN,
-    "ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "ERR_JOURNAL_FAILED", "ERR_JOURNAL_CLOSED",
-    ERR_DURABLE_ENTRY_UNDECODABLE, ERR_DURABLE_JOURNAL_CORRUPT,
-})
-
-
-def halts(exc: BaseException) -> bool:
-    """Does ``exc`` stop the execution rather than fail the body (HALTING_CODES)?"""
-    return isinstance(exc, TeloError) and exc.code in HALTING_CODES
 
 
 class LocalRunHandle:
@@ -131,7 +98,7 @@ class LocalRunHandle:
         self._cancel_gen = cancels.generation()
         self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
 
-    def _policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
+    def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
         """The target's unconfirmed-effect policy, asked once per target and execution."""
         key = (target.get("kind"), target.get("name"), target.get("module")) if target is not None else None
         policy = self._policies.get(key)
@@ -297,11 +264,11 @@ class LocalRunHandle:
         the run, execute, record the receipt."""
         await self.check_cancelled_async()
         resume: tuple[int, int | None] = _FIRST_ATTEMPT
-        policy = self._policy(target)
+        policy = self.policy(target)
         if self.opened and paths.inputs_path(path) in self.opened:  # an earlier execution's intent, no receipt
             state = effects.effect_state(path, self.entries, self.run_id)
             if state.unconfirmed and not policy.implicit:
-                known = await self._resolve_unconfirmed(path, target, state)
+                known = await unconfirmed.resolve(self, path, target, state)
                 if known is not None:
                     return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, known[0])),
                                               known[0])
@@ -451,57 +418,6 @@ class LocalRunHandle:
         for path in list(self.entries)[mark:]:
             if prefix is None or path == prefix or path.startswith(prefix + "/"):
                 del self.entries[path]
-
-    # --- unconfirmed effects (event-log spec §2) -------------------------------------------------------
-
-    async def _resolve_unconfirmed(self, path: str, target: Mapping[str, str] | None,
-                                   state: effects.EffectState) -> tuple[Any] | None:
-        """Decide — once, recorded — what to do with an effect whose outcome is unknown.
-
-        Returns ``(value,)`` when the outcome is known without executing (a lookup found it, or an operator
-        supplied it with ``--skip-with``), ``None`` to re-execute with the same idempotency key."""
-        where = effects.unconfirmed_path(path, state.resolution_index)
-        key = f"{self.run_id}/{path}"
-        recorded = self.entries.get(where)
-        if recorded is not None:
-            decision = recorded.decode(self.run_id)
-        else:
-            override = current().extra(ON_UNCONFIRMED)
-            policy = self._policy(target)
-            mode = override or policy.mode
-            if policy.lookup is not None:
-                found = await policy.lookup(key)
-                decision = ({"action": effects.REDRIVE, "by": "lookup", "found": False} if found is effects.NOT_FOUND
-                            else {"action": "skip", "by": "lookup", "found": True, "value": found})
-            elif mode == effects.PARK:
-                name = target.get("name", "?") if target else "?"
-                await self.park(
-                    ParkWhere(where, name, f"unconfirmed effect: {name!r} at {path} may or may not have happened "
-                              f"(idempotency key {key}); answer with `telo resolve {self.run_id} {path} --redrive | "
-                              "--skip-with JSON | --fail`"),
-                    ParkUntil(),
-                )
-            else:
-                decision = {"action": mode, "by": "policy"}
-            decision = await self.decide(where, "unconfirmed", lambda: decision, wait=True)
-        log.info("durable.effect.unconfirmed", extra={"durable.run": self.run_id, "durable.path": path,
-                                                      "durable.resolution": effects.describe_resolution(decision)})
-        action = decision.get("action") if isinstance(decision, Mapping) else None
-        if action == effects.REDRIVE:
-            # Marked started BEFORE executing: if this redrive is interrupted too, the next recovery sees an
-            # unknown outcome again and asks again, rather than redriving blindly on an old answer.
-            n = state.resolution_index
-            await self.decide(paths.redrive_path(path, n), "redrive", lambda: {"resolution": n}, wait=True)
-            return None
-        if action == "skip":
-            return (decision.get("value"),)
-        raise EffectUnconfirmed(
-            "ERR_DURABLE_EFFECT_UNCONFIRMED",
-            f"the effect at {path!r} of run {self.run_id!r} may or may not have happened, and its policy is to "
-            "fail rather than repeat it",
-            hint=f"inspect the outside system for idempotency key {key}; restore or fork the run to retry",
-            data={"run": self.run_id, "path": path, "key": key},
-        )
 
     # --- zones and collapse ---------------------------------------------------------------------------
 
