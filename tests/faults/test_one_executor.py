@@ -71,3 +71,10 @@ def test_a_holder_blocking_its_event_loop_keeps_its_claim(kind: str, payments: C
         f"{ctx} {flow.lines()} (A={a.pid}, B={b.pid})")
     final = flow.record(run)
     assert final.status == "completed" and final.fence == 1, f"{ctx} the run changed hands: {final!r}"
+
+
+def test_a_lease_shorter_than_a_second_is_refused(payments: Callable[..., Payments]) -> None:
+    flow = payments("sqlite", ttl="500ms")
+    out = flow.cli("run", str(flow.manifest), "--input", "id=pay:short")
+    assert out.returncode == 3 and "ERR_JOURNAL_CONFIG_INVALID" in out.stderr and "claimTtl" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not flow.lines()

@@ -49,6 +49,26 @@ def settled(store: SqliteStore, run: str, outcome: Outcome, workflow: str = "oth
 # --- lists -----------------------------------------------------------------------------------------------
 
 
+def test_a_damaged_run_is_listed_and_shown_as_corrupt_and_the_others_too(store: SqliteStore, client: TestClient,
+                                                                          tmp_path: Path) -> None:
+    """Observed (issue 12, case 7): one run with a damaged `collapse_reasons` column made the list fail (500)."""
+    import sqlite3
+
+    settled(store, "done:1", Outcome.completed({"ok": True}))
+    settled(store, "bad:1", Outcome.completed({"ok": True}))
+    conn = sqlite3.connect(tmp_path / "journal.db")
+    with conn:
+        conn.execute("UPDATE telo_durable_runs SET collapse_reasons = '[oops' WHERE run = 'bad:1'")
+    conn.close()
+    page = client.get("/runs")
+    assert page.status_code == 200 and f'href="{run_url("done:1")}"' in page.text
+    assert "ERR_DURABLE_JOURNAL_CORRUPT" in page.text
+    listed = {r["run"]: r for r in client.get("/api/runs").json()["runs"]}
+    assert "corrupt" not in listed["done:1"] and "collapse_reasons" in listed["bad:1"]["corrupt"]["message"]
+    shown = client.get(run_url("bad:1"))
+    assert shown.status_code == 200 and "collapse_reasons column is not JSON" in shown.text
+
+
 def test_the_runs_page_lists_runs_with_counts_per_status(store: SqliteStore, client: TestClient) -> None:
     parked_run(store, "flow:a1", "go:a1")
     settled(store, "done:1", Outcome.completed({"ok": True}))

@@ -71,7 +71,8 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         click.echo(f"error: {exc.code}: {exc.message}", err=True)
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
-        sys.exit(EXIT_FAILED)
+        # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
+        sys.exit(EXIT_ERROR if exc.code.startswith(("ERR_MANIFEST", "ERR_JOURNAL_CONFIG")) else EXIT_FAILED)
     for run, error in app.failed_runs:
         click.echo(f"run {run!r} failed: {error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}",
                    err=True)
