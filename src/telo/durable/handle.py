@@ -282,7 +282,10 @@ class LocalRunHandle:
             # effect needs no such wait: a crash before its intent is durable re-executes it with the same
             # idempotency key, exactly what its policy does after a crash inside it.
             await self.flush()
-        await self._still_holding()
+        renewal = self.renewal
+        if (self.chain is not None and self.chain.broken is not None) or \
+                (renewal is not None and (renewal.lost is not None or renewal.lease_unsure())):
+            await self._still_holding()  # (checked inline first: the common case costs no coroutine)
         if shutdown.draining():  # (after the flush above: what this execution finished is durable)
             raise shutdown.refusal(self.run_id, path)
         if self.on_step:
