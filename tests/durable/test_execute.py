@@ -23,7 +23,9 @@ HOLDER = Holder.for_this_process("test").to_text()
 
 
 def claimed(store: Store, run: str, clock: FakeClock) -> Fence:
-    """Claim ``run`` for an execution of the test, as a workflow does before executing it."""
+    """Claim ``run`` for an execution of the test, as a workflow does before executing it. A claim an earlier
+    execution of the test left (it "crashed") is released first: a new process takes a dead one's over."""
+    store.release(run, HOLDER)
     token = store.claim(run, HOLDER, 60_000, clock.now_ms())
     assert token is not None
     return Fence(HOLDER, token)

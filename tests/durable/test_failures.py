@@ -150,3 +150,69 @@ def test_a_step_list_with_a_duplicate_name_is_refused_inside_a_durable_run(store
     assert result.status == "failed" and result.error is not None
     assert result.error["code"] == "ERR_DUPLICATE_STEP_NAME" and "'pay'" in result.error["message"]
     assert first.calls == second.calls == []
+
+
+class _Sequence:
+    """A composite target (as Run.Sequence): its steps continue the dispatching step's path."""
+
+    kind, module = "Test.Sequence", "file:///test.yaml"
+
+    def __init__(self, name: str, raw: list[dict[str, Any]]) -> None:
+        self.name = name
+        self.steps = compile_steps(raw, DictCompiler(), where=name)
+
+    async def invoke(self, inputs: Any) -> Any:
+        from telo.engine.interpreter import Services, run_steps
+
+        scope: dict[str, Any] = {"inputs": inputs, "steps": {}}
+        await run_steps(self.steps, scope, Services())
+        return {"done": True}
+
+
+def test_inside_a_retried_step_a_failure_is_no_receipt_so_the_next_attempt_runs_it_again(store: Store) -> None:
+    """Found in review: a failure receipt recorded inside a retried composite was replayed by its next attempt —
+    but only in a resumed execution (a fresh one skipped the lookup), so the run failed or completed depending on
+    whether it had been interrupted. Inside a retried step, failures are not receipts; its final outcome is."""
+    flaky_calls: list[int] = []
+
+    def flaky(i: Any) -> Any:
+        flaky_calls.append(1)
+        if len(flaky_calls) == 1:
+            raise TeloError("ERR_FLAKY", "first time")
+        return "ok"
+
+    crashed: list[bool] = []
+
+    def crash_once(i: Any) -> Any:
+        if not crashed:
+            crashed.append(True)
+            raise Crash()
+        return "before"
+
+    outer = _Sequence("outer", [{"name": "inner", "invoke": Target("inner", fn=flaky)}])
+    wf = body([{"name": "before", "invoke": Target("before", fn=crash_once)},
+               {"name": "outer", "invoke": outer, "retry": {"attempts": 1, "initialDelay": 0, "jitter": "none"}}])
+    with pytest.raises(Crash):
+        execute(store, "rt", wf)
+    done = execute(store, "rt", wf)  # resumed: the journal holds the first execution's entries
+    assert done.status == "completed", done.error
+    assert len(flaky_calls) == 2
+    assert paths.failure_path("steps/outer/inner") not in eventlog.recover(store, "rt").entries
+
+
+def test_an_effects_own_error_with_a_journal_code_fails_the_body_and_replays(store: Store) -> None:
+    """Found in review: an effect raising, say, ERR_JOURNAL_WRITE_FAILED (its own journal failed) was taken
+    for a halt of this execution, on its first pass and on every replay of its receipt — the run was never
+    settled. Who raised it decides: an effect's error is the body's failure."""
+    calls: list[int] = []
+
+    def child_journal_full(i: Any) -> Any:
+        calls.append(1)
+        raise TeloError("ERR_JOURNAL_WRITE_FAILED", "the child's journal is full")
+
+    wf = body([{"name": "spawn", "invoke": Target("spawn", fn=child_journal_full)}])
+    first = execute(store, "h", wf)
+    assert first.status == "failed" and first.error is not None and first.error["code"] == "ERR_JOURNAL_WRITE_FAILED"
+    store.update_run("h", status="running", error=None)
+    again = execute(store, "h", wf)
+    assert again.status == "failed" and again.error == first.error and len(calls) == 1

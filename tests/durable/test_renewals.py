@@ -13,6 +13,7 @@ import pytest
 from telo.clock import SYSTEM_CLOCK
 from telo.durable import renewals
 from telo.journal.claims import ClaimLost, Fence
+from telo.journal.model import Claim, RunRecord
 
 TTL_MS = 150  # renewed every 50 ms
 ME = Fence("me@host:1:1", 7)
@@ -34,7 +35,10 @@ class _Claims:
         return run not in self.lost
 
     def read_run(self, run: str) -> Any:
-        return None
+        """A run in ``lost`` is another execution's now; the others were released (no claim)."""
+        if run in self.lost:
+            return RunRecord(run, "running", claim=Claim("other@host:2:2", 10**15), fence=ME.token + 1)
+        return RunRecord(run, "running")
 
     def runs(self) -> list[str]:
         with self.lock:
@@ -106,7 +110,42 @@ def test_a_renewal_refused_by_the_fence_marks_the_claim_lost_and_the_next_check_
     with pytest.raises(ClaimLost) as caught:
         asyncio.run(renewal.check())
     assert caught.value.code == "ERR_DURABLE_CLAIM_LOST" and caught.value.data["token"] == ME.token
+    assert caught.value.data["currentToken"] == ME.token + 1
     renewal.stop()
+
+
+def test_a_renewal_refused_because_the_execution_just_settled_the_run_is_no_loss() -> None:
+    """Found in review: a keeper renewal in flight while its run completes (or releases its claim after a park)
+    is refused — and was logged as `durable.claim.lost` on a healthy run."""
+    claims = _Claims()
+    claims.lost.add("gone")
+    store: Any = claims
+    renewal = renewals.renew_while_executing(store, "gone", ME, SYSTEM_CLOCK, TTL_MS)
+    renewal.stop()  # the execution settled the run; a renewal racing it is refused
+    assert renewal.renew_now() and renewal.lost is None
+    claims.lost.discard("released")
+    other = renewals.renew_while_executing(store, "released", ME, SYSTEM_CLOCK, 60_000)
+    claims.renew = lambda *a: False  # type: ignore[method-assign]  # refused: the claim was released
+    assert other.renew_now() and other.lost is None  # no claim now: nobody else holds it, nothing lost
+    other.stop()
+
+
+def test_a_keeper_lets_its_store_go_and_its_thread_ends_when_idle() -> None:
+    """Found in review: keepers held their stores strongly and their threads never ended."""
+    import gc
+    import weakref
+
+    claims = _Claims()
+    gone = weakref.ref(claims)
+    renewals.renew_while_executing(claims, "r", ME, SYSTEM_CLOCK, 300).stop()  # type: ignore[arg-type]
+    keeper = renewals._Keeper.of(claims, 300)  # type: ignore[arg-type]
+    thread = keeper.thread
+    assert thread is not None and thread.is_alive()
+    del claims
+    gc.collect()
+    assert gone() is None
+    thread.join(2)  # idle for three periods of 100 ms: it ends
+    assert not thread.is_alive()
 
 
 def test_a_lease_that_may_have_lapsed_unseen_is_renewed_before_the_next_effect() -> None:

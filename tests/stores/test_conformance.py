@@ -11,7 +11,7 @@ import pytest
 
 from telo.clock import FakeClock
 from telo.errors import ERR_DURABLE_ENTRY_UNDECODABLE, ERR_DURABLE_JOURNAL_CORRUPT, TeloError
-from telo.journal.claims import Holder
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, Parked, RunFilter
 from telo.journal.store import Store
 from telo.values import CelMap, Duration, Timestamp, Uint
@@ -276,12 +276,14 @@ def test_due_runs_orders_due_at_nulls_first(store: Store, clock: FakeClock) -> N
 
 def test_claims_are_exclusive_renewable_and_lapse(store: Store) -> None:
     admit(store)
-    assert store.claim("r1", A, TTL, 1_000)
+    token = store.claim("r1", A, TTL, 1_000)
+    assert token is not None
     rec = store.read_run("r1")
     assert rec is not None and rec.claim is not None
     assert rec.claim.holder == A and rec.claim.until == 1_000 + TTL
     assert not store.claim("r1", B, TTL, 2_000)
-    assert store.claim("r1", A, TTL, 30_000)  # renewal
+    assert not store.claim("r1", A, TTL, 3_000)  # its own live claim is not granted again (renewed through it)
+    assert store.renew("r1", Fence(A, token), TTL, 30_000)  # renewal
     assert not store.claim("r1", B, TTL, 1_000 + TTL)  # renewed: still live
     assert store.claim("r1", B, TTL, 30_000 + TTL)  # lapsed: taken over
     store.release("r1", A)  # not the holder: no effect

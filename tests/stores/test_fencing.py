@@ -38,7 +38,8 @@ def test_every_grant_carries_a_greater_token_and_a_release_keeps_it(store: Store
     a = grant(store, "r1", A, 0)
     assert a.token == 1
     assert (store.read_run("r1") or pytest.fail()).fence == 1
-    again = grant(store, "r1", A, 10)  # a re-grant to the same holder fences out its earlier execution too
+    assert store.claim("r1", A, TTL, 10) is None  # its own live claim: not granted again (no token spent)
+    again = grant(store, "r1", A, TTL + 10)  # lapsed: granted again, fencing out its earlier execution
     assert again.token == 2
     store.release("r1", A)
     rec = store.read_run("r1")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -161,8 +162,9 @@ class AsyncStore:
     async def claim(self, run: str, holder: str, now_ms: int) -> Fence | None:
         """Take the claim for the journal's lease: the fence an execution then writes through, or None if
         refused."""
+        asked = time.monotonic()
         token: int | None = await self._lifecycle("claim", run, holder, self.claim_ttl_ms, now_ms)
-        return None if token is None else Fence(holder, token)
+        return None if token is None else Fence(holder, token, asked)
 
     async def renew(self, run: str, fence: Fence, now_ms: int) -> bool:
         renewed: bool = await self._call(self.sync.renew, run, fence, self.claim_ttl_ms, now_ms)

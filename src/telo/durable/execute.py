@@ -33,7 +33,7 @@ from telo.durable.digest import (
 from telo.durable.effects import EffectPolicy
 from telo.durable.halting import RunCancelled, halts
 from telo.durable.handle import LocalRunHandle
-from telo.durable.renewals import renew_while_executing
+from telo.durable.renewals import Renewal, renew_while_executing
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
 from telo.engine.steps import Evaluable, Step
@@ -151,6 +151,19 @@ async def _execute_run(
     fresh: bool = False,
 ) -> Execution:
     services = services or Services(clock=clock)
+    # Renewed from here on, the lease counted from its grant (Fence.granted): the recovery read below may take
+    # a while on a long journal, and the run's completion waits for its pending writes.
+    renewal = renew_while_executing(store.sync, run, fence, clock, store.claim_ttl_ms)
+    try:
+        return await _execute_recovered(store, run, body, call_inputs, fence=fence, services=services, clock=clock,
+                                        on_handle=on_handle, fresh=fresh, renewal=renewal)
+    finally:
+        renewal.stop()
+
+
+async def _execute_recovered(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, *, fence: Fence,
+                             services: Services, clock: Clock, on_handle: Callable[[LocalRunHandle], None] | None,
+                             fresh: bool, renewal: Renewal) -> Execution:
     try:
         if fresh:
             state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
@@ -164,6 +177,7 @@ async def _execute_run(
         handle = LocalRunHandle(store, eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH), clock=clock, fence=fence)
         return await _halted(store, run, handle, exc)
     handle = LocalRunHandle(store, state, clock=clock, fence=fence)
+    handle.renewal = renewal
     if body.durability == "eager":
         handle.eager()
     if body.effect_policy is not None:
@@ -185,7 +199,6 @@ async def _execute_run(
 async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
                     fence: Fence, services: Services, clock: Clock, fresh: bool) -> Execution:
     """The body on its root context, then the run settled by how it ended."""
-    renewer = handle.renewal = renew_while_executing(store.sync, run, fence, clock, store.claim_ttl_ms)
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
     scope: dict[str, Any] = {}
@@ -212,7 +225,12 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
     except Suspension:
         # The park record kept the claim while other branches ran on (see LocalRunHandle.park); the body has
         # now unwound, so the run is free for whoever wakes it.
-        await store.release(run, fence)
+        try:
+            await store.release(run, fence)
+        except TeloError as exc:  # the claim lapses after its lease instead; the park itself is durable
+            if not halts(exc):
+                raise
+            log.warning("durable.claim.release_failed", extra={"durable.run": run, "error.code": exc.code})
         return _done(run, "parked", handle)
     except ExecutionHalted as halt:
         return await _halted(store, run, handle, halt.cause)
@@ -223,8 +241,6 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
     except Exception as exc:
         log.exception("durable.body.crashed", extra={"durable.run": run})
         return await _fail(store, run, handle, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", counts())
-    finally:
-        renewer.stop()
     if handle.halted is not None:  # something in the body swallowed the halt: it stops all the same
         return await _halted(store, run, handle, handle.halted.cause)
     if handle.latched is not None:

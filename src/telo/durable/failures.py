@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from telo.durable.halting import body_failure
 from telo.errors import TeloError, TypedFrameUnencodable, error_from_dict
 from telo.journal.model import encode_value
 
@@ -34,13 +35,12 @@ def failure_of(exc: BaseException) -> tuple[dict[str, Any], TeloError]:
             encode_value(record)
         except TypedFrameUnencodable:
             del record["data"]
-    rebuilt = error_from_dict(record)
     if isinstance(exc, TeloError) and exc.to_dict() == record:
-        return record, exc
-    return record, rebuilt
+        return record, body_failure(exc)
+    return record, body_failure(error_from_dict(record))
 
 
 def replayed(value: Any) -> TeloError:
-    """The error a recorded failure receipt raises on replay."""
-    return error_from_dict(value if isinstance(value, Mapping) else {"code": "INTERNAL_ERROR",
-                                                                      "message": str(value)})
+    """The error a recorded failure receipt raises on replay (the body's failure, never a halt)."""
+    return body_failure(error_from_dict(value if isinstance(value, Mapping) else {"code": "INTERNAL_ERROR",
+                                                                                   "message": str(value)}))

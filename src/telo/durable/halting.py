@@ -34,5 +34,16 @@ HALTING_CODES: Final = frozenset({
 
 
 def halts(exc: BaseException) -> bool:
-    """Does ``exc`` stop the execution rather than fail the body (HALTING_CODES)?"""
-    return isinstance(exc, TeloError) and exc.code in HALTING_CODES
+    """Does ``exc`` stop the execution rather than fail the body (HALTING_CODES)? Never for an effect's own
+    failure, whatever its code (marked by :func:`body_failure`): that is decided by who raised it, not how."""
+    return isinstance(exc, TeloError) and exc.code in HALTING_CODES and not getattr(exc, _BODY_FAILURE, False)
+
+
+_BODY_FAILURE: Final = "telo_body_failure"
+
+
+def body_failure(exc: TeloError) -> TeloError:
+    """Mark ``exc`` as an effect's own failure (its receipt's error, as raised or replayed): it fails the body,
+    even when its code is one the journal uses for a halt (an effect whose own journal write failed)."""
+    setattr(exc, _BODY_FAILURE, True)
+    return exc

@@ -22,7 +22,7 @@ from telo.durable import effects, failures, shutdown, unconfirmed
 from telo.durable.aio import AsyncStore
 from telo.durable.halting import RUN_CANCELLED, RunCancelled, halts
 from telo.durable.renewals import Renewal
-from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
+from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.handle import Execute
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
@@ -82,7 +82,6 @@ class LocalRunHandle:
         self.fence = fence
         self.renewal: Renewal | None = None
         self.halted: ExecutionHalted | None = None  # latched like a suspension: see _halt
-        self._effect_failure: TeloError | None = None  # the last effect failure recorded as a receipt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
@@ -255,7 +254,7 @@ class LocalRunHandle:
         try:
             return await self._execute_step(path, target, execute)
         except TeloError as exc:
-            if exc is not self._effect_failure and halts(exc):  # (an effect's own failure is its receipt's)
+            if halts(exc):  # (never an effect's own failure: telo.durable.halting.body_failure)
                 self._halt(exc)
             raise
 
@@ -301,7 +300,8 @@ class LocalRunHandle:
             self.executed_steps += 1
             receipt = self._entry(path, lambda p: Entry.step(p, target, value))
         except Exception as exc:  # the effect's outcome is a failure: that is its receipt
-            await self._record_failure(path, exc, wait=guarded)
+            if ctx.extra(RETRIED) is None:  # (inside a retried step, its next attempt may run this one again)
+                await self._record_failure(path, exc, wait=guarded)
             raise
         # Its receipt too, for such an effect: the window in which a crash leaves it unconfirmed — for an
         # operator or a lookup to resolve — stays one commit long, as it was before the effect began.
@@ -318,7 +318,6 @@ class LocalRunHandle:
         where = paths.failure_path(path)
         await self._append(where, self._entry(where, lambda p: Entry.decided(p, failures.FAILURE_DECISION, record)),
                            record, wait=wait)
-        self._effect_failure = error  # what step() re-raises as the body's failure, never as a halt
         if error is not exc:
             raise error from exc
 
@@ -351,6 +350,8 @@ class LocalRunHandle:
         existing = self.entries.get(path)
         if existing is not None:
             return self._read(existing)
+        if kind == "attempt" and shutdown.draining():  # a retry's next attempt is a new effect: not now
+            self._halt(shutdown.refusal(self.run_id, path))
         value = compute()
         if inspect.isawaitable(value):
             value = await value

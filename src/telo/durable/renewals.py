@@ -26,6 +26,7 @@ from typing import ClassVar
 
 from telo import faults
 from telo.clock import Clock
+from telo.errors import TeloError
 from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence, fence_refused, renew_every_ms
 from telo.journal.store import Store
 
@@ -35,21 +36,23 @@ log = logging.getLogger("telo.durable")
 class Renewal:
     """One execution's claim, renewed by its store's keeper thread until :meth:`stop`."""
 
-    __slots__ = ("clock", "confirmed", "due", "fence", "keeper", "lost", "run", "ttl_s")
+    __slots__ = ("clock", "confirmed", "due", "fence", "keeper", "lost", "run", "stopped", "ttl_s")
 
     def __init__(self, keeper: _Keeper, run: str, fence: Fence, clock: Clock, ttl_ms: int) -> None:
         self.keeper = keeper
         self.run, self.fence, self.clock = run, fence, clock
         self.ttl_s = ttl_ms / 1000
-        # monotonic time at which the lease last started for sure: the grant just before registering, then each
-        # successful renewal's start
-        self.confirmed = time.monotonic()
+        # monotonic time at which the lease last started for sure: its grant (as the claimant measured it; now
+        # if unknown), then each successful renewal's start
+        self.confirmed = fence.granted or time.monotonic()
         self.due = self.confirmed + keeper.period_s  # monotonic time of the next renewal
         self.lost: ClaimLost | None = None  # set once a renewal found the claim another's
+        self.stopped = False
 
     def stop(self) -> None:
         """Stop renewing (the execution ended). A renewal in flight may still land: it is fenced, so it
-        extends nothing once the claim was released or granted again."""
+        extends nothing once the claim was released or granted again — and is not reported as a loss."""
+        self.stopped = True
         self.keeper.remove(self)
 
     def lease_unsure(self) -> bool:
@@ -60,25 +63,46 @@ class Renewal:
         """Before an effect: raise ``ClaimLost`` if the claim is known lost, or — when the lease may have
         lapsed unseen — unless renewing it now through the fence succeeds."""
         if self.lost is None and self.lease_unsure():
-            await asyncio.to_thread(self.renew_now)
+            try:
+                await asyncio.to_thread(self.renew_now)  # (in this context: it sees an open journal transaction)
+            except TeloError as exc:
+                # Inside a Sql.Transaction on the journal's own SQLite database nothing can be renewed until it
+                # ends; its writes are fenced inside it, so they check the claim themselves.
+                if exc.code != "ERR_JOURNAL_IN_TRANSACTION":
+                    raise
         if self.lost is not None:
             raise self.lost
 
     def renew_now(self) -> bool:
         """Renew through the fence (on the calling thread); False, with :attr:`lost` set, if refused."""
+        store = self.keeper.store()
+        if store is None or self.stopped:
+            return True  # the execution (or its store) is gone: nothing to renew, nothing to say
         started = time.monotonic()
         faults.point("before-claim-renewal")
-        if self.keeper.store.renew(self.run, self.fence, int(self.ttl_s * 1000), self.clock.now_ms()):
+        if store.renew(self.run, self.fence, int(self.ttl_s * 1000), self.clock.now_ms()):
             self.confirmed = max(self.confirmed, started)
             return True
-        record = self.keeper.store.read_run(self.run)
+        if self.stopped:  # refused because the execution just released or settled the run: not a loss
+            return True
+        record = store.read_run(self.run)
         claim = None if record is None else record.claim
+        if claim is None:  # released or settled (by this execution, racing its renewal; or by an operator):
+            return True    # no other execution holds it — the next fenced write says what happened
         self.lost = fence_refused(self.run, self.fence, "renewing the claim", claim.holder if claim else None,
                                   None if record is None else record.fence)
         log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.fence.holder,
                                                   "durable.fence": self.fence.token,
                                                   "error.code": ERR_DURABLE_CLAIM_LOST})
         return False
+
+
+_IDLE_PERIODS = 3  # a keeper's thread ends after this many renewal periods with no claim to renew
+
+
+def store_kind(keeper: _Keeper) -> str:
+    store = keeper.store()
+    return "closed" if store is None else store.kind
 
 
 def renew_while_executing(store: Store, run: str, fence: Fence, clock: Clock, ttl_ms: int) -> Renewal:
@@ -94,7 +118,8 @@ class _Keeper:
     _lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, store: Store, ttl_ms: int) -> None:
-        self.store = store
+        # Weakly: the keeper (a value of _by_store) must not keep its store alive, nor its thread outlive both.
+        self.store: weakref.ref[Store] = weakref.ref(store)
         self.period_s = renew_every_ms(ttl_ms) / 1000
         self.held: dict[Renewal, None] = {}
         self.wake = threading.Condition(threading.Lock())
@@ -113,7 +138,7 @@ class _Keeper:
         with self.wake:
             self.held[renewal] = None  # due after every claim held already: the dict stays in due order
             if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name=f"telo-claims:{self.store.kind}",
+                self.thread = threading.Thread(target=self._loop, name=f"telo-claims:{store_kind(self)}",
                                                daemon=True)
                 self.thread.start()
         # No notify: an idle keeper looks again within a period, before this renewal is due. Waking it for
@@ -127,8 +152,13 @@ class _Keeper:
     def _loop(self) -> None:
         while True:
             with self.wake:
+                idle = 0
                 while not self.held:
                     self.wake.wait(self.period_s)
+                    idle += 1
+                    if not self.held and (idle >= _IDLE_PERIODS or self.store() is None):
+                        self.thread = None  # (under the lock: add() starts a new thread when it finds none)
+                        return
                 first = next(iter(self.held))
                 delay = first.due - time.monotonic()
                 if delay > 0:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from telo.durable.aio import AsyncStore
 from telo.durable.digest import digest_of
 from telo.durable.effects import EffectPolicy
 from telo.durable.execute import Execution, WorkflowBody, execute_run
+from telo.durable.halting import halts
 from telo.durable.journals import Journal
 from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
@@ -138,7 +140,7 @@ class Workflow(Resource):
             # the run is durably admitted. The caller gets the run id once it is. (The body's task is created
             # first — it starts only once this one waits — so that it runs before the loop's next iteration
             # wakes the writer thread for the admission: a lone run commits everything at once, itself.)
-            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1), fresh=True))
+            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1, time.monotonic()), fresh=True))
             try:
                 queued = store.submit_admission(admission, self.holder, clock.now_ms())
             except BaseException:
@@ -201,7 +203,12 @@ class Workflow(Resource):
                 self.app.run_stopped(run, execution.error)
             if execution.status != "parked":
                 return execution
-            record = await store.read_run(run)
+            try:
+                record = await store.read_run(run)
+            except TeloError as exc:
+                if not halts(exc):
+                    raise
+                return execution  # the park is journaled: a worker continues the run once the journal answers
             delivered = record is not None and record.status == "running" and not shutdown.draining()
             # (running again already: a delivery landed while the body unwound from its park, and a resubmission
             # in this process attached to this execution rather than continuing the run itself)
@@ -210,8 +217,13 @@ class Workflow(Resource):
                         or record.parked.token is not None or record.due_at is None:
                     return execution
                 if not await self._wait_parked(run, record.due_at):
-                    return execution  # cancelled or settled while it waited: nothing to continue
-            again = await store.claim(run, fence.holder, self.app.clock.now_ms())
+                    return execution  # cancelled or settled while it waited (or the journal failed)
+            try:
+                again = await store.claim(run, fence.holder, self.app.clock.now_ms())
+            except TeloError as exc:
+                if not halts(exc):
+                    raise
+                return execution
             if again is None:
                 return execution  # a worker took it over meanwhile
             fence = again
@@ -228,7 +240,12 @@ class Workflow(Resource):
             if remaining_ms <= 0:
                 return True
             await asyncio.sleep(min(remaining_ms, PARKED_RECHECK_MS) / 1000)
-            record = await self.store.read_run(run)
+            try:
+                record = await self.store.read_run(run)
+            except TeloError as exc:
+                if not halts(exc):
+                    raise
+                return False
             if record is None or record.terminal:
                 return False
             if record.status != "parked" or record.due_at != due_at:
@@ -344,12 +361,27 @@ class Resumer(Resource):
         return sum(outcomes)  # type: ignore[arg-type]
 
     async def _continue(self, wf: Workflow, store: AsyncStore, run: str) -> int:
-        """Claim and continue one due run: 1 if it was continued, 0 if skipped."""
+        """Claim and continue one due run: 1 if it was continued, 0 if skipped (also when the journal failed
+        on the way: the next sweep tries again, and the claim lapses if it could not be released)."""
         if self._stopped:
             return 0
-        fence = await store.claim(run, self.holder, self.app.clock.now_ms())
-        if fence is None:
+        fence = None
+        try:
+            fence = await store.claim(run, self.holder, self.app.clock.now_ms())
+            if fence is None:
+                return 0
+            return await self._continue_claimed(wf, store, run, fence)
+        except TeloError as exc:
+            if not halts(exc):
+                raise
+            log.warning("durable.resumer.journal_failed", extra={"durable.run": run, "error.code": exc.code,
+                                                                 "error.message": exc.message})
+            if fence is not None:
+                with contextlib.suppress(TeloError):
+                    await store.release(run, fence)
             return 0
+
+    async def _continue_claimed(self, wf: Workflow, store: AsyncStore, run: str, fence: Fence) -> int:
         record = await store.read_run(run)
         if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
             await store.release(run, fence)  # settled after due_runs listed it: nothing to continue
@@ -366,6 +398,8 @@ class Resumer(Resource):
                 with contextlib.suppress(TeloError):
                     await store.release(run, fence)
                 self._skip(run, exc.code, exc.message)
+            elif halts(exc):
+                raise  # the journal failed: _continue reports it and lets go
             else:
                 log.warning("durable.resumer.run_failed", extra={"durable.run": run}, exc_info=True)
             return 0

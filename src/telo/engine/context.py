@@ -57,6 +57,9 @@ class InvokeContext:
 # Extras the durable backend hands the engine around one step's effect (event-log spec §2):
 RESUME_ATTEMPT = "effect.resume"  # (attempt index to start at, epoch ms before which it must not start)
 ON_UNCONFIRMED = "effect.onUnconfirmed"  # the step's own `onUnconfirmed` policy, read by the handle
+# Set while a step with a retry policy runs its target: the steps inside may run again in its next attempt, so
+# their failures are not receipts (the retried step's final outcome is; telo.durable.failures).
+RETRIED = "effect.retried"
 
 _ROOT = InvokeContext()
 _CURRENT: contextvars.ContextVar[InvokeContext] = contextvars.ContextVar("telo_invoke_context", default=_ROOT)

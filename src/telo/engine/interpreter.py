@@ -17,7 +17,7 @@ from typing import Any
 
 from telo import paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, current, derive, entered
+from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.dispatch import EventBus, Invocable, InvokeError, dispatch
 from telo.engine.handle import RunHandle
 from telo.engine.journaling import journal_for
@@ -241,6 +241,8 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
         try:
             # Usually the enclosing context already says attempt 1: then there is nothing to derive.
             here = current()
+            if policy.attempts > 0 and here.extra(RETRIED) is None:  # (steps inside may run again: no receipts)
+                here = derive(here, extra=(RETRIED, path))
             with entered(here if here.attempt == k + 1 else derive(here, attempt=k + 1)):
                 call = dispatch(target, inputs, events=sv.events, path=path)
                 if step.timeout_ms is None:

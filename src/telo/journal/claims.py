@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 from telo.clock import process_start_ticks
@@ -49,10 +49,13 @@ RENEW_EVERY_MS = renew_every_ms(DEFAULT_TTL_MS)
 
 @dataclass(frozen=True, slots=True)
 class Fence:
-    """What an execution holds: its claim's holder text and the fencing token granted with it."""
+    """What an execution holds: its claim's holder text and the fencing token granted with it. ``granted`` is
+    the claimant's ``time.monotonic()`` just before it asked for the claim (0: unknown), where its lease began
+    at the latest (telo.durable.renewals)."""
 
     holder: str
     token: int
+    granted: float = field(default=0.0, compare=False)
 
 
 class ClaimLost(JournalError):

@@ -45,6 +45,7 @@ _CACHED_FILES: Final = 256  # parsed run files kept in memory (LRU)
 _PREFIX_BYTES: Final = 128  # how much of a file's head identifies it (a compacted file's base id is in it)
 _STRIPES: Final = 64
 _STALE_TMP_SECONDS: Final = 3600
+_SCAN_WAIT_S: Final = 1.0  # how long a scan waits for a run file another process holds locked
 
 _StatKey = tuple[int, int, int, int]
 _Summary = tuple[_StatKey, RunRecord | None, bool]  # (stat key, record, an entry exists at its park path)
@@ -320,18 +321,25 @@ class RunFiles:
             cached = self._summaries.get(run)
         if cached is not None and cached[0] == key:
             return cached
+        # Not waiting indefinitely for a writer's lock: a writer holds it for a write and an fsync, unless its
+        # process was paused (SIGSTOP, a frozen VM) holding it — and then every sweep and listing of every
+        # process would hang on that one file. A file still locked after _SCAN_WAIT_S is scanned as it last was
+        # (or left out until the next scan). A delivery found so can be refused (delivered: false) and retried.
+        deadline = time.monotonic() + _SCAN_WAIT_S
         try:
-            # Not waiting for a writer's lock: a writer is quick, unless its process was paused (SIGSTOP, a
-            # frozen VM) holding it — and then every sweep of every worker would hang on that one file. A file
-            # being written is scanned as it last was (or left out until the next scan).
-            with self.open(run, writer=False, wait=False) as locked:
-                if locked is None:
-                    return None
-                record = locked.state.current
-                at_park = bool(record and record.parked and record.parked.path in locked.state.entries)
-                summary: _Summary = (_stat_key(locked.stat), record, at_park)
-        except Busy:
-            return cached
+            while True:
+                try:
+                    with self.open(run, writer=False, wait=False) as locked:
+                        if locked is None:
+                            return None
+                        record = locked.state.current
+                        at_park = bool(record and record.parked and record.parked.path in locked.state.entries)
+                        summary: _Summary = (_stat_key(locked.stat), record, at_park)
+                    break
+                except Busy:
+                    if time.monotonic() >= deadline:
+                        return cached
+                    time.sleep(0.005)
         except JournalCorrupt as exc:
             # One damaged file must not stop the sweep for every other run; it is reported once per change, and
             # listed as what its lines before the damage say, marked corrupt (never due: nothing executes it).

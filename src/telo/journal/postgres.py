@@ -361,8 +361,8 @@ class PostgresStore(Store):
         grant = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = COALESCE(claim_fence, 0) + 1"
         take = self._fmt(
             f"UPDATE {{runs}} SET {grant} WHERE run = %(run)s AND "
-            "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '' "
-            "OR claim_holder = %(h)s) RETURNING claim_fence"
+            "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '') "
+            "RETURNING claim_fence"
         )
         params = {"h": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
         with db_errors("claim a run"), self._pool.connection() as conn:

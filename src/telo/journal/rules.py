@@ -19,8 +19,10 @@ def claim_is_live(claim: Claim | None, now_ms: int) -> bool:
 
 
 def may_claim(record: RunRecord, holder: str, now_ms: int) -> bool:
-    c = record.claim
-    return c is None or c.holder == holder or not claim_is_live(c, now_ms)
+    """No live claim stands in the way. A live claim of ``holder`` itself does (unlike upstream's claimRun): one
+    holder is one process, whose executions must not overlap either — re-granting would fence out its live
+    execution mid-effect; an execution extends its own claim with ``renew``."""
+    return not claim_is_live(record.claim, now_ms)
 
 
 def granted(record: RunRecord, holder: str, until: int) -> RunRecord:

@@ -119,7 +119,7 @@ class SqliteStore(Store):
         self._writer = GroupCommitWriter(
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
             groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group)),
-            after_begin=self._seqs.sync, before_other=self._seqs.clear,
+            after_begin=self._seqs.sync, before_other=self._seqs.clear, after_failure=self._seqs.clear,
         )
         self._targets: dict[tuple[tuple[str, str], ...], str] = {}
         # status_async: per event loop, the runs whose status was asked for in this loop iteration

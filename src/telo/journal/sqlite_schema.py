@@ -234,10 +234,11 @@ class Sql:
             unpark=f"UPDATE {runs} SET status = 'running', {clear_park}, due_at = NULL, updated_at = ? "
             "WHERE run = ? AND status = 'parked'",
             # reference §7 claimRun, verbatim but for the NULL holder (a row nobody ever claimed).
-            # Every grant bumps the fencing token and hands it back.
+            # Every grant bumps the fencing token and hands it back. Reference §7 claimRun, but a live claim of
+            # the same holder is not granted again (telo.journal.rules.may_claim).
             claim=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until, "
             "claim_fence = ifnull(claim_fence, 0) + 1 WHERE run = :run AND "
-            "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now OR claim_holder = :holder) "
+            "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now) "
             "RETURNING claim_fence",
             # taking over a dead holder's claim: compare-and-set on the holder text we judged dead
             claim_from=f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until, "

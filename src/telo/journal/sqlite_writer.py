@@ -167,6 +167,7 @@ class GroupCommitWriter:
         groups: Sequence[tuple[type, GroupRunner]] = (),
         after_begin: Callable[[sqlite3.Connection], None] | None = None,
         before_other: Callable[[], None] | None = None,
+        after_failure: Callable[[], None] | None = None,
     ) -> None:
         self._conn = conn
         # Operations whose function is of one of these types (each with a ``run`` attribute) run together
@@ -174,6 +175,9 @@ class GroupCommitWriter:
         self._groups: dict[type, GroupRunner] = dict(groups)
         self._after_begin = after_begin  # called in each batch's transaction before its first operation
         self._before_other = before_other  # called before an operation of none of those types runs
+        # called when a batch took no effect (it could not begin or commit, or was rolled back): what the groups
+        # remembered of it must be forgotten, since this connection's own rollbacks move no data_version
+        self._after_failure = after_failure
         self._conn_lock = threading.Lock()
         # Queued operations, taken only while holding _conn_lock: whoever commits them — the writer thread, or
         # a caller committing what is queued on its own thread (commit_queued) — takes them in FIFO order.
@@ -355,6 +359,8 @@ class GroupCommitWriter:
             if self._conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     self._conn.execute("ROLLBACK")
+            if self._after_failure is not None:
+                self._after_failure()
             for op in live:
                 if not op.resolved:
                     op.resolve(False, exc)
@@ -479,6 +485,8 @@ class GroupCommitWriter:
         return results
 
     def _fail_batch(self, ops: list[_Op[Any]], exc: BaseException) -> None:
+        if self._after_failure is not None:
+            self._after_failure()
         self.stats.failed_batches += 1
         self.stats.failed_ops += len(ops)
         for op in ops:

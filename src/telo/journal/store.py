@@ -110,10 +110,11 @@ class Store(abc.ABC):
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
         """Take the claim on a run until ``now_ms + ttl_ms``; returns its new fencing token (>= 1).
 
-        Granted when the run has no claim, the claim lapsed, ``holder`` already holds it, or its holder's
-        process is gone from this host. Every grant — a takeover, and a re-grant to the same holder alike —
-        bumps the run's token, so an earlier execution holding the old one is fenced out. Refused (None)
-        while another live holder's claim runs, and for an unknown run.
+        Granted when the run has no claim, the claim lapsed, or its holder's process is gone from this host.
+        Every grant bumps the run's token, so an earlier execution holding the old one is fenced out. Refused
+        (None) while a live claim runs — another holder's, or ``holder``'s own (one holder is one process, whose
+        executions must not overlap; an execution extends its claim with :meth:`renew`) — and for an unknown
+        run.
         """
 
     @abc.abstractmethod

@@ -20,7 +20,7 @@ import pytest
 from telo.durable.aio import AsyncStore
 from telo.errors import TeloError
 from telo.journal.chain import ERR_DURABLE_CHAIN_BROKEN, ChainBroken, ClaimLost, WriteChain
-from telo.journal.claims import Holder
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, RunRecord
 from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
@@ -150,7 +150,7 @@ def test_an_admission_writes_its_claim_with_its_row(store: SqliteStore) -> None:
     assert result.record == record
     assert not store.claim("c", LIVE_B, TTL, now + 1)  # another live holder, while the claim is live
     assert stored(store, "c").claim == Claim(LIVE_A, now + TTL)
-    assert store.claim("c", LIVE_A, TTL, now + 2)  # its holder renews it
+    assert store.renew("c", Fence(LIVE_A, 1), TTL, now + 2)  # its holder renews it (the admission's token 1)
     assert store.claim("c", LIVE_B, TTL, now + 2 + TTL)  # lapsed: another holder may take it
     # an admission of a run that exists keeps the stored claim, whatever it asks for
     again = store.admit(Admission.of("c"), claim=Claim(LIVE_A, now + 10 * TTL))
