@@ -94,15 +94,6 @@ class Value(Resource):
 
     async def init(self) -> None:
         self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
-        self.payload_schema = schema_of(self.app, self.config.get("outputType"))
-        self._payload = None if self.payload_schema is None else SchemaValidator(self.payload_schema,
-                                                                                 "ERR_DURABLE_PAYLOAD_INVALID")
-
-    def check_delivery(self, payload: Any) -> Any:
-        """The payload a replayed step hands the body, checked against ``outputType`` (telo.durable.waits)."""
-        if self._payload is None:
-            return payload
-        return self._payload.validate(payload, where=f"the payload delivered to Durable.Await {self.name!r}")
 
     async def invoke(self, inputs: Any) -> Any:
         ev = self.field("value")

@@ -205,26 +205,23 @@ class Flow:
         self.env.update({"CRASH_JOURNAL": self.spec.location, "CRASH_LEDGER": str(self.ledger),
                          "PYTHONUNBUFFERED": "1"})
         if self.durability is not None:
-            text = self.manifest.read_text()
-            marker = "kind: Local.Workflow\n"
-            assert text.count(marker) == 1, "the crash manifest has one workflow"
-            self.manifest = self.tmp / f"{self.spec.kind}-{self.durability}.yaml"
-            self.manifest.write_text(text.replace(marker, f"{marker}durability: {self.durability}\n"))
-            self.env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(WORKFLOWS), self.env.get("PYTHONPATH", "")) if p)
+            self._amend("kind: Local.Workflow\n", f"durability: {self.durability}\n", self.durability)
         if self.claim_ttl is not None:
-            text = self.manifest.read_text()
-            marker = "metadata: { name: runs }\n"
-            assert text.count(marker) == 1, "the crash manifest has one journal"
-            self.manifest = self.tmp / f"{self.spec.kind}-ttl.yaml"
-            self.manifest.write_text(text.replace(marker, f"{marker}claimTtl: {self.claim_ttl}\n"))
-            self.env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(WORKFLOWS), self.env.get("PYTHONPATH", "")) if p)
+            self._amend("metadata: { name: runs }\n", f"claimTtl: {self.claim_ttl}\n", "ttl")
         if self.spec.table is not None:
             self.env["CRASH_TABLE"] = self.spec.table
         self._n = 0
         self._by_pid: dict[int, list[Proc]] = {}
         self._indexed = 0
+
+    def _amend(self, marker: str, line: str, suffix: str) -> None:
+        """Run a copy of the manifest with ``line`` added after its one ``marker`` line, from the test's
+        directory (the ledger module is then found through PYTHONPATH)."""
+        text = self.manifest.read_text()
+        assert text.count(marker) == 1, f"the crash manifest has one {marker.strip()!r}"
+        self.manifest = self.tmp / f"{self.spec.kind}-{suffix}.yaml"
+        self.manifest.write_text(text.replace(marker, marker + line))
+        self.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WORKFLOWS), self.env.get("PYTHONPATH", "")) if p)
 
     # --- processes ------------------------------------------------------------------------------------
 
