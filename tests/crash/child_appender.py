@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run by path: make `tests` importable from the r
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from telo.clock import SYSTEM_CLOCK
-from telo.journal.claims import Holder
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import Admission
 from tests.crash.plan import RUNS, plan
 from tests.crash.support import StoreSpec
@@ -59,10 +59,13 @@ def main(argv: list[str] | None = None) -> None:
     for run in RUNS:
         store.admit(Admission.of(run, workflow="crash"))
         _say(f"admitted {run}")
+    tokens: dict[str, int] = {}
     for run in RUNS:
         # Every earlier appender is dead and reaped, so its claim must be taken over at once (claims.py).
-        if not store.claim(run, holder, CLAIM_TTL_MS, SYSTEM_CLOCK.now_ms()):
+        token = store.claim(run, holder, CLAIM_TTL_MS, SYSTEM_CLOCK.now_ms())
+        if token is None:
             _fail(f"claim of {run!r} by {holder} refused at start; record: {store.read_run(run)!r}")
+        tokens[run] = token
 
     i = ns.start
     chunk = 512
@@ -86,8 +89,13 @@ def main(argv: list[str] | None = None) -> None:
             store.unpark(op.run)
             _say(f"done unpark {op.run}")
         else:
-            if not store.claim(op.run, holder, CLAIM_TTL_MS, SYSTEM_CLOCK.now_ms()):
-                _fail(f"op {i}: claim renewal of {op.run!r} by {holder} refused: {store.read_run(op.run)!r}")
+            # (a park released the claim: then it is taken again, under a new token)
+            renewed = store.renew(op.run, Fence(holder, tokens[op.run]), CLAIM_TTL_MS, SYSTEM_CLOCK.now_ms())
+            if not renewed:
+                token = store.claim(op.run, holder, CLAIM_TTL_MS, SYSTEM_CLOCK.now_ms())
+                if token is None:
+                    _fail(f"op {i}: claim renewal of {op.run!r} by {holder} refused: {store.read_run(op.run)!r}")
+                tokens[op.run] = token
             _say(f"done claim {op.run}")
         i += 1
     store.close()

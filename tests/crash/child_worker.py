@@ -7,7 +7,8 @@ settled (a due list can be stale), it executes:
 
 1. ledger ``start <run> <holder> <monotonic ns> <wall ms>``, and ``start <run>`` on stdout (a kill the
    parent sends after reading that lands mid-execution, with the claim held);
-2. sleeps ``--work-ms``, then renews the claim, which must be granted: no one may take a live claim;
+2. sleeps ``--work-ms``, then renews the claim through its fencing token, which must succeed: no one may
+   take a live claim;
 3. ledger ``end <run> <holder> <monotonic ns> <wall ms>``, then ``complete`` (which releases the claim),
    and ``completed <run>`` on stdout.
 
@@ -29,7 +30,7 @@ if __package__ in (None, ""):  # run by path: make `tests` importable from the r
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from telo.clock import SYSTEM_CLOCK
-from telo.journal.claims import Holder
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import Outcome
 from tests.crash.support import StoreSpec
 
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(0.005)
             continue
         for run in due:
-            if not store.claim(run, holder, ns.ttl_ms, SYSTEM_CLOCK.now_ms()):
+            token = store.claim(run, holder, ns.ttl_ms, SYSTEM_CLOCK.now_ms())
+            if token is None:
                 continue
             record = store.read_run(run)
             if record is None or record.terminal:  # settled after our due_runs: nothing to execute
@@ -79,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
             ledger.write("start", run, holder)
             _say(f"start {run}")
             time.sleep(ns.work_ms / 1000)
-            if not store.claim(run, holder, ns.ttl_ms, SYSTEM_CLOCK.now_ms()):
+            if not store.renew(run, Fence(holder, token), ns.ttl_ms, SYSTEM_CLOCK.now_ms()):
                 ledger.write("lost", run, holder)
                 sys.stderr.write(f"child_worker: renewal of {run!r} by {holder} refused: {store.read_run(run)!r}\n")
                 os._exit(2)
