@@ -19,7 +19,7 @@ their executor was killed, and at most three per killed process (workflows/harne
 **Mixed faults.** Not every fault is a SIGKILL: at its random moment a process is SIGKILLed (most often), sent
 SIGTERM — it must drain: finish its effects, write their receipts, exit 143 (or 0, or die by the signal during
 start-up, before it installed its handler) — or SIGSTOPped for longer than the journal's lease (``claimTtl:
-1s`` here) and continued: other processes take its runs over meanwhile, and fencing (telo/journal/claims.py)
+3s`` here) and continued: other processes take its runs over meanwhile, and fencing (telo/journal/claims.py)
 must keep it from executing anything they did once it wakes. A second deliverer thread races the first on
 every token: each await must be answered exactly once. The ledger check counts a paused process like a killed
 one — what it was executing may rightly run again, after the pause began — and a drained one like a live one:
@@ -69,8 +69,11 @@ SOAK_KILLS = 1_000
 # The mix of faults at a process's random moment: the rest are SIGKILLs.
 TERM_P = 0.15  # SIGTERM: a graceful drain
 PAUSE_P = 0.10  # SIGSTOP past the lease, then SIGCONT
-CLAIM_TTL = "1s"
-PAUSE_S = (1.3, 2.2)  # longer than the lease: others may take the paused process's runs over
+# A lease short enough to pause past, long enough that a live process on a loaded 2-core machine keeps it: with
+# 1 s, a process starved of CPU for a moment lost its runs to others while it ran (a takeover the ledger check
+# rightly cannot tell from two live executors).
+CLAIM_TTL = "3s"
+PAUSE_S = (3.5, 4.5)  # longer than the lease: others may take the paused process's runs over
 DRAINED = (0, 128 + 15, -15)  # a SIGTERMed process: done already, drained, or hit during start-up
 
 

@@ -150,10 +150,20 @@ class Proc:
         it could drain (during start-up: the default action)."""
         return self.killed_ns is not None or self.returncode in (-signal.SIGKILL, -signal.SIGTERM)
 
-    @property
-    def lost_its_claims(self) -> bool:
-        """Killed, or paused past its lease: another process may rightly re-drive what it was executing."""
-        return self.killed or self.paused_ns is not None
+    def lost_its_claim(self, run: str) -> bool:
+        """Killed, paused past its lease, or told by the journal that ``run`` was taken over from it (its lease
+        lapsed while it was slow — a loaded machine — and its next write was refused): another process may
+        rightly re-drive what it was executing of ``run``, with its key."""
+        return self.killed or self.paused_ns is not None or self.fenced_out_of(run)
+
+    def fenced_out_of(self, run: str) -> bool:
+        """Did it report a write of ``run`` refused by fencing (``ERR_DURABLE_CLAIM_LOST``, its log line naming
+        the run)? Read once it ended."""
+        if self.returncode is None:
+            return False
+        named = f"durable.run={run!r}"
+        return any(named in line and "ERR_DURABLE_CLAIM_LOST" in line
+                   for line in self.out_path.read_text("utf-8", "replace").splitlines())
 
     def death_ns(self) -> int:
         """A time by which the process had certainly been told to die, or been paused past its lease."""
@@ -388,14 +398,16 @@ def check_ledger(flow: Flow, store: Store, runs: Iterable[str], ctx: str,
         for earlier, later in itertools.pairwise(seq):
             proc = flow.executor(earlier)
             assert proc is not None, f"{ctx}: {key}: no process of the test wrote {earlier}"
-            assert proc.lost_its_claims, (
+            assert proc.lost_its_claim(earlier.run), (
                 f"{ctx}: {key} executed again (pid {later.pid}) although its earlier executor {proc.label} "
                 f"(pid {proc.pid}) was never killed nor paused past its lease: a completed step repeated "
                 f"(SIGTERM sent: {proc.terminated_ns is not None}, exit {proc.returncode})\n{proc.output()}"
             )
-            assert later.ns > proc.death_ns(), (
+            fenced = not proc.killed and proc.paused_ns is None and proc.fenced_out_of(earlier.run)
+            assert later.ns > proc.death_ns() or fenced, (
                 f"{ctx}: {key} executed again by pid {later.pid} {(proc.death_ns() - later.ns) / 1e6:.1f} ms "
-                f"BEFORE its earlier executor (pid {proc.pid}) was killed or paused: two live executors"
+                f"BEFORE its earlier executor (pid {proc.pid}) was killed or paused (and it never reported its "
+                f"claim lost): two live executors\n{proc.output()}"
             )
             charged[id(proc)][earlier.run].append(key)
             procs[id(proc)] = proc
