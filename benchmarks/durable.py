@@ -152,11 +152,11 @@ class TeloBench:
 
     async def open(self) -> None:
         from telo.engine.dispatch import dispatch
-        from telo.runtime.app import Application
+        from telo.kinds.controllers import load_application
         from telo.runtime.resource import as_invocable
 
         sys.path.insert(0, str(self.manifest.parent))
-        self.app = Application.load(self.manifest)
+        self.app = load_application(self.manifest)
         await self.app.start()
         self.flow = as_invocable(self.app.resources["flow"])
         self.dispatch = dispatch
@@ -301,16 +301,17 @@ def count_steps(journal: str) -> list[int]:
 async def recover(manifest: Path, runs: int) -> dict[str, float]:
     """Child process: load the manifest, sweep with a resumer until nothing is due; the time it took."""
     sys.path.insert(0, str(manifest.parent))
-    from telo.durable.workflow import Resumer, Workflow
+    from telo.kinds.controllers import load_application
+    from telo.kinds.resumer import Resumer
+    from telo.kinds.workflow import Workflow
     from telo.manifest import Ref
-    from telo.runtime.app import Application
 
     t0 = time.perf_counter()
-    app = Application.load(manifest)
+    app = load_application(manifest)
     await app.start()
     wf = app.resources["flow"]
     assert isinstance(wf, Workflow)
-    # What `telo worker` builds per workflow (telo.durable.worker), swept until nothing is left.
+    # What `telo worker` builds per workflow (telo.operations.worker), swept until nothing is left.
     resumer = Resumer(app, "worker-flow", {"workflow": Ref("flow", None, app.manifest.resources["flow"].pos),
                                            "interval": "0s"}, None)
     t1 = time.perf_counter()

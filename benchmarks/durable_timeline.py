@@ -52,8 +52,8 @@ def instrument(marks: Marks) -> None:
     """Wrap the functions a run passes through (module attributes, looked up at call time)."""
     import telo.durable.execute as execute
     import telo.durable.handle as handle
-    import telo.durable.workflow as workflow
     import telo.journal.sqlite_writer as writer
+    import telo.kinds.workflow as workflow
 
     invoke = workflow.Workflow.invoke
 

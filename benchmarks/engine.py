@@ -53,13 +53,13 @@ def manifest_text() -> str:
 
 async def measure(seconds: float) -> dict[str, float]:
     from telo.engine.dispatch import dispatch
-    from telo.runtime.app import Application
+    from telo.kinds.controllers import load_application
     from telo.runtime.resource import as_invocable
 
     tmp = Path(tempfile.mkdtemp(prefix="telo-bench-engine-"))
     (tmp / "benchfns.py").write_text("async def add(inputs):\n    return {'n': inputs['n'], 'tag': inputs['tag']}\n")
     (tmp / "bench.yaml").write_text(manifest_text())
-    app = Application.load(tmp / "bench.yaml")
+    app = load_application(tmp / "bench.yaml")
     await app.start()
     chain = as_invocable(app.resources["chain"])
     for _ in range(50):  # warm caches (CEL programs, imports)

@@ -39,8 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from telo.cel import FUNCTIONS, CelCompileError, CelEnvironment
-from telo.kinds import conforms
-from telo.kinds.specs.steps import branch_bodies
 from telo.manifest import (
     Cel,
     CelScope,
@@ -55,6 +53,8 @@ from telo.manifest import (
     load_manifest,
 )
 from telo.manifest.diagnostics import sort_key
+from telo.specs import conforms
+from telo.specs.steps import branch_bodies
 
 DURABLE_NONDETERMINISM = "DURABLE_NONDETERMINISM"
 DURABLE_DETACH_FORBIDDEN = "DURABLE_DETACH_FORBIDDEN"

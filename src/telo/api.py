@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import threading
 import time
-from collections.abc import Awaitable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
@@ -44,8 +43,9 @@ from telo.manifest import Manifest, Pos, ResourceDecl, load_manifest
 from telo.runtime.app import Application
 
 if TYPE_CHECKING:
-    from telo.durable.workflow import Workflow
     from telo.journal.store import Store
+    from telo.kinds.workflow import Workflow
+    from telo.runtime.resource import Resource
 
 __all__ = [
     "App",
@@ -189,7 +189,7 @@ def _seconds(wait: Wait) -> float | None:
     if wait is None:
         return None
     if isinstance(wait, str):
-        from telo.durable.addressing import duration_ms
+        from telo.kinds.addressing import duration_ms
 
         return duration_ms(wait, "wait") / 1000
     return float(wait)
@@ -208,52 +208,6 @@ def _not_found(run: str) -> TeloError:
                      hint="list the journal's runs with `telo runs list`", data={"run": run})
 
 
-# --- the hosted application --------------------------------------------------------------------------------
-
-_CAPTURE: contextvars.ContextVar[list[asyncio.Future[Any]] | None] = contextvars.ContextVar("telo_api_capture",
-                                                                                          default=None)
-
-
-class _Host(Application):
-    """The runtime application, with two additions the API needs: the holds a call creates can be captured
-    (to await the run it started), and a ``journal=`` store replaces every journal resource's own."""
-
-    def __init__(self, manifest: Manifest, *, clock: Clock, journal: Store | None) -> None:
-        super().__init__(manifest, clock=clock)
-        self.journal_store = journal
-        self.holds: set[asyncio.Future[Any]] = set()
-
-    def hold(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
-        fut = super().hold(awaitable)
-        self.holds.add(fut)
-        fut.add_done_callback(self.holds.discard)
-        captured = _CAPTURE.get()
-        if captured is not None:  # only the capturing task's context sees its list
-            captured.append(fut)
-        return fut
-
-    @contextlib.contextmanager
-    def capturing(self) -> Iterator[list[asyncio.Future[Any]]]:
-        found: list[asyncio.Future[Any]] = []
-        token = _CAPTURE.set(found)
-        try:
-            yield found
-        finally:
-            _CAPTURE.reset(token)
-
-    def create_resources(self) -> None:
-        super().create_resources()
-        self.use_journal(self.resources.values())
-
-    def use_journal(self, resources: Any) -> None:
-        from telo.durable.journals import Journal
-
-        if self.journal_store is not None:
-            for resource in resources:
-                if isinstance(resource, Journal):
-                    resource.use_store(self.journal_store)
-
-
 # --- AsyncApp ----------------------------------------------------------------------------------------------
 
 
@@ -263,8 +217,11 @@ class AsyncApp:
     Resources are created and initialised on first use (any coroutine method), in the running event loop.
     """
 
-    def __init__(self, application: _Host, *, owns_journal: bool = False) -> None:
+    def __init__(self, application: Application, *, journal: Store | None = None, owns_journal: bool = False) -> None:
         self.application = application
+        self.journal_store = journal  # replaces every journal resource's own store
+        if journal is not None:
+            application.on_create.append(self._use_journal)
         self.clock: Clock = application.clock
         self._owns_journal = owns_journal
         self._started = False
@@ -296,7 +253,16 @@ class AsyncApp:
             from telo.journal import open_store
 
             store = open_store(journal, clock=clock)
-        return cls(_Host(manifest, clock=clock, journal=store), owns_journal=store is not None)
+        from telo.kinds.controllers import CONTROLLERS
+
+        return cls(Application(manifest, controllers=CONTROLLERS, clock=clock), journal=store,
+                   owns_journal=store is not None)
+
+    def _use_journal(self, resource: Resource) -> None:
+        from telo.kinds.journals import Journal
+
+        if isinstance(resource, Journal) and self.journal_store is not None:
+            resource.use_store(self.journal_store)
 
     @property
     def manifest(self) -> Manifest:
@@ -335,8 +301,8 @@ class AsyncApp:
         if spec.canonical != "DurableLocal.Workflow":
             return doc
         from telo.builder import Document
-        from telo.kinds import conforms
         from telo.manifest import Ref
+        from telo.specs import conforms
 
         journals = [d for d in self.manifest.resources.values()
                     if conforms(d.spec, "DurableLocal.Journal", self.manifest.canonical_kinds)]
@@ -365,20 +331,7 @@ class AsyncApp:
 
     async def _create(self, decls: Sequence[ResourceDecl]) -> None:
         """Create and initialise resources added after the application started (as ``Application.start``)."""
-        from telo.runtime.app import controllers
-
-        app, table, created = self.application, controllers(), []
-        for decl in decls:
-            factory = table.get(decl.kind)
-            if factory is None:
-                if decl.spec.capability in ("type", "abstract"):
-                    continue
-                raise TeloError("ERR_KIND_NOT_IMPLEMENTED", f"{decl.pos}: kind {decl.kind} is not implemented")
-            app.decls[decl.name] = decl
-            app.resources[decl.name] = resource = factory(app, decl.name, decl.config, decl.module)
-            created.append(resource)
-        app.use_journal(created)
-        for resource in created:
+        for resource in self.application.create(decls):
             await resource.init()
 
     async def close(self) -> None:
@@ -397,8 +350,8 @@ class AsyncApp:
                 with contextlib.suppress(BaseException):
                     await fut
             await self.application.close()
-        if self._owns_journal and self.application.journal_store is not None:
-            await asyncio.to_thread(self.application.journal_store.close)
+        if self._owns_journal and self.journal_store is not None:
+            await asyncio.to_thread(self.journal_store.close)
 
     async def _executing(self, run: str) -> bool:
         record = await asyncio.to_thread(self._store().read_run, run)
@@ -417,9 +370,9 @@ class AsyncApp:
         return not isinstance(self.clock, SystemClock)
 
     def _store(self) -> Store:
-        if self.application.journal_store is not None:
-            return self.application.journal_store
-        from telo.durable.journals import Journal
+        if self.journal_store is not None:
+            return self.journal_store
+        from telo.kinds.journals import Journal
 
         journals = [r for r in self.application.resources.values() if isinstance(r, Journal)]
         if len(journals) != 1:
@@ -434,7 +387,7 @@ class AsyncApp:
         return record
 
     def _workflow(self, name: str) -> Workflow:
-        from telo.durable.workflow import Workflow
+        from telo.kinds.workflow import Workflow
 
         resource = self.application.resources.get(name)
         if not isinstance(resource, Workflow):
@@ -624,7 +577,7 @@ class AsyncApp:
                      continue_run: bool = True) -> bool:
         """Continue a parked run now, an operator override recorded in the journal (``telo resume``); a run
         held because its manifest changed continues only with ``force``. False if it had settled."""
-        from telo.durable.addressing import resume_run
+        from telo.kinds.addressing import resume_run
 
         await self._ready()
         run_id = _run_id(run)

@@ -35,8 +35,8 @@ from telo.runtime.resource import Resource
 
 if TYPE_CHECKING:
     from telo.durable.effects import EffectPolicy
-    from telo.kinds.registry import KindSpec
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
+    from telo.specs import KindSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 ATTRIBUTE = "__telo_kind__"  # where the decorator leaves the KindDef on the function
@@ -118,8 +118,8 @@ def definition_of(obj: Any) -> KindDef | None:
 def _install(definition: KindDef) -> None:
     """Put the kind in the loader's module table and the runtime's controller table."""
     from telo.kinds.controllers import register_controller
-    from telo.kinds.registry import module as module_spec
-    from telo.kinds.registry import register_module
+    from telo.specs import register_module
+    from telo.specs.model import module as module_spec
 
     kinds = dict(_MODULES.get(definition.module, {}))
     kinds[definition.name] = definition
@@ -129,7 +129,7 @@ def _install(definition: KindDef) -> None:
 
 
 def _spec(definition: KindDef) -> KindSpec:
-    from telo.kinds.registry import KindSpec
+    from telo.specs import KindSpec
 
     schema = {
         "type": "object",
@@ -141,8 +141,8 @@ def _spec(definition: KindDef) -> KindSpec:
                     output_schema=definition.outputs)
 
 
-def _controller(definition: KindDef) -> Callable[[Application, str, Mapping[str, Any], str | None], Any]:
-    def create(app: Application, name: str, config: Mapping[str, Any], module: str | None) -> FunctionKind:
+def _controller(definition: KindDef) -> Callable[[Host, str, Mapping[str, Any], str | None], Any]:
+    def create(app: Host, name: str, config: Mapping[str, Any], module: str | None) -> FunctionKind:
         return FunctionKind(app, name, config, module, definition)
 
     return create
@@ -151,7 +151,7 @@ def _controller(definition: KindDef) -> Callable[[Application, str, Mapping[str,
 class FunctionKind(Resource):
     """A resource of a ``@telo.kind`` kind: calls the function through the dispatch chokepoint's contract."""
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None,
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None,
                  definition: KindDef) -> None:
         from telo.engine.dispatch import Contract
         from telo.kinds.python import accepts_context

@@ -131,7 +131,7 @@ def test_resubmitting_a_run_this_process_executes_attaches_to_it(tmp_path: Path)
     """A second start of a run id whose body this process is executing — a manifest's second target, another
     run's step — must attach: re-claiming it (the same holder is granted a claim) would fence the live
     execution out in the middle of its effect, which the next execution would then find unconfirmed."""
-    from telo.durable.workflow import Workflow
+    from telo.kinds.workflow import Workflow
 
     gate.clear()
     with telo.load(MANIFEST) as app:

@@ -10,8 +10,8 @@ import pytest
 
 import telo
 from telo.api_kinds import definition_of, schema_of_type
-from telo.kinds import BUILTIN_KINDS, BUILTIN_MODULES
 from telo.manifest import ManifestLoadError
+from telo.specs import BUILTIN_KINDS, BUILTIN_MODULES
 
 
 class ChargeIn(TypedDict):

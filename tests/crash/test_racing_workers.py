@@ -30,10 +30,10 @@ from pathlib import Path
 import pytest
 
 from telo.clock import SYSTEM_CLOCK
-from telo.durable.workflow import Resumer
 from telo.journal.claims import Holder
 from telo.journal.model import Admission, RunFilter, RunRecord
 from telo.journal.store import Store
+from telo.kinds.resumer import Resumer
 from tests.crash.support import KINDS, make_spec
 from tests.crash.workflows.harness import (
     WORKFLOW,
@@ -211,9 +211,9 @@ def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
     import asyncio
 
     from telo.durable.aio import AsyncStore
-    from telo.durable.worker import _ref
-    from telo.durable.workflow import Workflow
-    from telo.runtime.app import Application
+    from telo.kinds.controllers import load_application
+    from telo.kinds.workflow import Workflow
+    from telo.operations.worker import _ref
 
     spec = make_spec(kind, tmp_path)
     flow = Flow(spec, tmp_path)
@@ -231,7 +231,7 @@ def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
             return [run]
 
         async def sweep() -> int:
-            app = Application.load(flow.manifest, env=flow.env)
+            app = load_application(flow.manifest, env=flow.env)
             await app.start()
             try:
                 wf = app.resources[WORKFLOW]

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from telo import observability
 from telo.durable.waits import deliver
 from telo.journal import open_store
-from telo.runtime.app import Application
+from telo.kinds.controllers import load_application
 
 # greet, then a Durable.Idempotent region (a collapsed zone: one durable.zone.mode record), then park on a
 # delivery; the second execution replays all that and executes `last`.
@@ -86,7 +86,7 @@ def provider_for(exporter: InMemorySpanExporter) -> TracerProvider:
 
 
 def run_manifest(tmp_path: Path, run_id: str) -> None:
-    app = Application.load(tmp_path / "m.yaml")
+    app = load_application(tmp_path / "m.yaml")
     app.inputs = {"id": run_id}
     assert asyncio.run(app.main()) == 0
 
@@ -183,7 +183,7 @@ def test_records_become_span_events_without_a_logs_provider(tmp_path: Path, span
 def test_a_failed_run_and_step_are_marked_as_errors(tmp_path: Path, spans: InMemorySpanExporter) -> None:
     observability.enable_tracing(provider_for(spans))
     (tmp_path / "m.yaml").write_text(MANIFEST.replace("'hello ' + inputs.who", "'hello ' + inputs.nobody"))
-    app = Application.load(tmp_path / "m.yaml")
+    app = load_application(tmp_path / "m.yaml")
     app.inputs = {"id": "bad"}
     asyncio.run(app.main())
     run = by_name(spans.get_finished_spans(), "telo.run")[0]

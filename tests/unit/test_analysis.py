@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from telo.analysis import DURABLE_DETACH_FORBIDDEN, DURABLE_NONDETERMINISM, ZONE_ATTRIBUTE_VIOLATED, check
-from telo.kinds.specs.durable import IDEMPOTENT_REASON, NO_SUSPEND_PARK
-from telo.kinds.specs.durable_local import REPLAYED_REASON
-from telo.kinds.specs.sql import NO_SUSPEND_REASON
 from telo.manifest import Diagnostic
+from telo.specs.durable import IDEMPOTENT_REASON, NO_SUSPEND_PARK
+from telo.specs.durable_local import REPLAYED_REASON
+from telo.specs.sql import NO_SUSPEND_REASON
 
 ZONE_CODES = (DURABLE_NONDETERMINISM, DURABLE_DETACH_FORBIDDEN, ZONE_ATTRIBUTE_VIOLATED)
 

@@ -53,12 +53,12 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
     """Run a manifest's targets; durable runs it starts are awaited until they settle or park."""
     from telo.cli.progress import watching
     from telo.durable.shutdown import run_draining
+    from telo.kinds.controllers import load_application
     from telo.manifest import ManifestLoadError
-    from telo.runtime.app import Application
     from telo.values import to_plain
 
     try:
-        app = Application.load(manifest)
+        app = load_application(manifest)
     except ManifestLoadError as exc:
         print_diagnostics(exc.diagnostics)
         click.echo(f"error: {exc.code}: {manifest} has {len(exc.diagnostics)} problem(s); nothing was run", err=True)

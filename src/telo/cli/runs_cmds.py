@@ -22,11 +22,11 @@ def open_journal(journal: str | None, manifest: str | None) -> Any:
     if journal:
         return open_store(journal)
     if manifest:
-        from telo.runtime.app import Application
+        from telo.kinds.controllers import load_application
 
-        app = Application.load(manifest)
+        app = load_application(manifest)
         app.create_resources()
-        from telo.durable.journals import Journal
+        from telo.kinds.journals import Journal
 
         journals = [r for r in app.resources.values() if isinstance(r, Journal)]
         if len(journals) != 1:
@@ -122,7 +122,7 @@ def status_command(run: str, journal: str | None, manifest: str | None, as_json:
 @json_option
 def result_command(run: str, wait: str | None, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Print a run's result; exit 1 if it failed or was cancelled, 4 if it has not settled."""
-    from telo.durable.addressing import duration_ms
+    from telo.kinds.addressing import duration_ms
 
     deadline = time.monotonic() + (duration_ms(wait, "--wait") / 1000 if wait else 0)
     with open_journal(journal, manifest) as store:
@@ -189,7 +189,7 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 def resume_command(run: str, reason: str, force: bool, journal: str | None, manifest: str | None,
                    as_json: bool) -> None:
     """Continue a parked run now (an operator override, recorded in the journal)."""
-    from telo.durable.addressing import resume_run
+    from telo.kinds.addressing import resume_run
 
     with open_journal(journal, manifest) as store:
         emit(dict(resume_run(store, run, reason, int(time.time() * 1000), force=force)), as_json)
@@ -207,7 +207,7 @@ def resume_command(run: str, reason: str, force: bool, journal: str | None, mani
 def resolve_command(run: str, path: str, action: str | None, skip_with: str | None, journal: str | None,
                     manifest: str | None, as_json: bool) -> None:
     """Answer an unconfirmed effect: a step whose outcome is unknown after a crash (see `telo status`)."""
-    from telo.durable.addressing import resolve_unconfirmed
+    from telo.kinds.addressing import resolve_unconfirmed
     from telo.values import from_plain
 
     if (action is None) == (skip_with is None):
@@ -232,8 +232,8 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
 def worker_command(manifest: str, interval: str, until_idle: bool, grace: float) -> None:
     """Continue due runs of every workflow in MANIFEST (claims make several workers safe on one journal)."""
     from telo.durable.shutdown import run_draining
-    from telo.durable.worker import run_worker
     from telo.manifest import ManifestLoadError
+    from telo.operations.worker import run_worker
 
     try:
         sys.exit(asyncio.run(run_draining(run_worker(manifest, interval=interval, until_idle=until_idle),

@@ -140,7 +140,7 @@ def runs() -> None:
 
 def parse_since(text: str, now_ms: int) -> int:
     """``--since``: a duration back from now (``90m``, ``2h``, ``1d``), an RFC 3339 timestamp, or epoch ms."""
-    from telo.durable.addressing import duration_ms
+    from telo.kinds.addressing import duration_ms
     from telo.values.types import parse_rfc3339
 
     if text.isdigit():
@@ -532,7 +532,7 @@ def fork_command(run: str, checkpoint: str, new_run: str | None, journal: str | 
 
 
 def due_time(after: str | None, at: str | None, now_ms: int) -> int:
-    from telo.durable.addressing import duration_ms, instant_ms
+    from telo.kinds.addressing import duration_ms, instant_ms
 
     if (after is None) == (at is None):
         raise click.UsageError("give exactly one of --after DURATION or --at TIMESTAMP")
@@ -546,11 +546,11 @@ async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any
                           due: int) -> dict[str, Any]:
     """Admit a ``scheduled`` run of ``workflow`` in its manifest's journal, as ``Local.Schedule`` does, with the
     workflow's run-id rule and manifest digest; nothing executes here."""
-    from telo.durable.workflow import Workflow
     from telo.journal.model import Admission
-    from telo.runtime.app import Application
+    from telo.kinds.controllers import load_application
+    from telo.kinds.workflow import Workflow
 
-    app = Application.load(manifest)
+    app = load_application(manifest)
     try:
         await app.start()
         wf = app.resources.get(workflow)

@@ -1,31 +1,8 @@
-"""Kinds: declarative specs of every built-in kind and the registry resolving imports to them.
+"""Kinds' behaviour: the resource class of every built-in kind, by module (reference §3, §5–§7, §13, §14).
 
-The kinds' *behaviour* (controllers) lives with the engine and the durable backend; this package only says
-what each kind's configuration looks like and how it is annotated (see :mod:`telo.kinds.registry`).
+What each kind's configuration looks like is declared below, in :mod:`telo.specs`; this package holds what
+the kinds *do*: the step kinds (:mod:`.run`), console, timer, Python functions, SQL, assertions, and the
+durable kinds (:mod:`.workflow`, :mod:`.resumer`, :mod:`.addressing`, :mod:`.durable_kinds`,
+:mod:`.journals`) built on the durable backend (:mod:`telo.durable`). :mod:`.controllers` is the table the
+runtime is given to create resources from kind names.
 """
-
-from .registry import (
-    CAPABILITIES,
-    Capability,
-    FieldSpec,
-    KindSpec,
-    ModuleSpec,
-    conforms,
-    module_name_of,
-    resolve_import,
-)
-from .specs import BUILTIN_KINDS, BUILTIN_MODULES, TELO
-
-__all__ = [
-    "BUILTIN_KINDS",
-    "BUILTIN_MODULES",
-    "CAPABILITIES",
-    "TELO",
-    "Capability",
-    "FieldSpec",
-    "KindSpec",
-    "ModuleSpec",
-    "conforms",
-    "module_name_of",
-    "resolve_import",
-]

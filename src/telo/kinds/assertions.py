@@ -12,7 +12,7 @@ from telo.runtime.resource import Resource
 from telo.values import Uint
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 
 def same(a: Any, b: Any) -> bool:
@@ -70,7 +70,7 @@ class Events(Resource):
 
     kind = "Assert.Events"
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self.captured: list[tuple[str, Mapping[str, Any]]] = []
         filters = [f.get("type", "*") for f in config.get("filter") or [{"type": "*"}]]

@@ -1,21 +1,26 @@
-"""Which class implements each canonical kind (the runtime creates resources through this table)."""
+"""Which class implements each canonical kind: the table the runtime creates resources through.
+
+The runtime is given this table (it knows no kind itself); :func:`load_application` is the one place that
+puts the two together for the front ends.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from pathlib import Path
+from typing import Any, cast
 
-from telo.durable import addressing, durable_kinds, journals, workflow
-from telo.kinds import assertions, console, python, run, sql, timer
+from telo.clock import SYSTEM_CLOCK, Clock
+from telo.runtime.app import Application
+from telo.runtime.resource import Controller
 
-if TYPE_CHECKING:
-    from telo.runtime.app import Controller
+from . import addressing, assertions, console, durable_kinds, journals, python, resumer, run, sql, timer, workflow
 
 _CLASSES: tuple[Any, ...] = (
     run.Sequence, run.Value, run.Iteration, run.Projection, run.Loop, run.ChoiceKind, run.Detach,
     console.WriteLine, timer.Delay, python.PythonFunction, assertions.Equals, assertions.Events,
     durable_kinds.Idempotent, durable_kinds.Sleep, durable_kinds.Await, durable_kinds.Value,
-    workflow.Workflow, workflow.Resumer,
+    workflow.Workflow, resumer.Resumer,
     addressing.Deliver, addressing.Status, addressing.Result, addressing.Cancel, addressing.Schedule,
     addressing.Resume,
     journals.SqliteJournal, journals.FileJournal, journals.PostgresJournal,
@@ -29,3 +34,10 @@ def register_controller(kind: str, controller: Controller) -> None:
     """Implement the canonical ``kind`` with ``controller`` (a kind made with ``@telo.kind``); the runtime reads
     this table when it creates resources, so a later registration of the same kind replaces the earlier one."""
     cast(dict[str, "Controller"], CONTROLLERS)[kind] = controller
+
+
+def load_application(source: str | Path, *, text: str | None = None, env: Mapping[str, str] | None = None,
+                     clock: Clock = SYSTEM_CLOCK, static_checks: bool = True) -> Application:
+    """:meth:`Application.load` with every kind telo ships (and those registered with ``@telo.kind``)."""
+    return Application.load(source, controllers=CONTROLLERS, text=text, env=env, clock=clock,
+                            static_checks=static_checks)

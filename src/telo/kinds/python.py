@@ -24,7 +24,7 @@ from telo.runtime.resource import Resource, StepContext
 from telo.values.fastwrite import check_frame
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 
 def import_callable(spec: str, *, search: Path | None = None, where: str = "") -> Callable[..., Any]:
@@ -61,7 +61,7 @@ def accepts_context(fn: Callable[..., Any]) -> bool:
 class PythonFunction(Resource):
     kind = "Python.Function"
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self.contract = contract_for(app, config)  # inputType / outputType, checked at the dispatch chokepoint
         self.fn: Callable[..., Any] | None = None

@@ -13,10 +13,10 @@ from telo.engine.interpreter import run_steps
 from telo.engine.steps import Evaluable, Step, compile_steps
 from telo.errors import TeloError
 from telo.runtime.contracts import contract_for
-from telo.runtime.resource import Resource, as_invocable
+from telo.runtime.resource import SCOPED_RESOURCES, Resource, as_invocable
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 
 class _Body(Resource):
@@ -24,7 +24,7 @@ class _Body(Resource):
 
     owner_kind = "Sequence"
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self.contract = contract_for(app, config)
         self.steps: tuple[Step, ...] = ()
@@ -56,9 +56,7 @@ class Sequence(_Body):
         before module-level ones, their ``targets:`` run concurrently before the steps, all torn down after."""
         import asyncio
 
-        from telo.runtime.app import SCOPED_RESOURCES, controllers
-
-        table = controllers()
+        table = self.app.controllers
         created = {name: table[d.kind](self.app, name, d.config, d.module) for name, d in declared.items()
                    if d.kind in table}
         outer = dict(derive().extra(SCOPED_RESOURCES) or {})
@@ -89,7 +87,7 @@ class Bindings:
     bare names. Lazy — one is computed only when an expression about to be evaluated reads it, at most once
     per call — and in dependency order, whatever their order in the manifest; a cycle is refused at init."""
 
-    def __init__(self, app: Application, raw: Any, where: str) -> None:
+    def __init__(self, app: Host, raw: Any, where: str) -> None:
         raw = dict(raw) if isinstance(raw, Mapping) else {}
         self.app = app
         self.names = tuple(raw)
@@ -170,7 +168,7 @@ class Value(Resource):
         return self.value.evaluate({**self.app.module_scope(), "inputs": inputs if inputs is not None else {}})
 
 
-def _catches(app: Application, raw: Any, where: str) -> tuple[Catch, ...]:
+def _catches(app: Host, raw: Any, where: str) -> tuple[Catch, ...]:
     out = []
     for i, c in enumerate(raw or []):
         when = c.get("when")

@@ -36,12 +36,12 @@ from telo.engine.steps import compile_steps
 from telo.engine.zones import ATOMIC, NO_SUSPEND, Zone
 from telo.errors import TeloError
 from telo.kinds import sql_drivers as drivers
-from telo.kinds.specs.sql import ATOMIC_REASON, NO_SUSPEND_REASON
 from telo.manifest import Cel, Template
 from telo.runtime.resource import Resource
+from telo.specs.sql import ATOMIC_REASON, NO_SUSPEND_REASON
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -74,7 +74,7 @@ class Connection(Resource):
 
     kind = "Sql.Connection"
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self._url: str | None = None
         self._target: drivers.SqlTarget | None = None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from telo.kinds.specs.steps import PREDICATE, TARGET_STEP
+from telo.specs.steps import PREDICATE, TARGET_STEP
 
 from .diagnostics import ERR_MANIFEST_INVALID_NAME, ERR_MANIFEST_VALIDATION_FAILED, Diagnostic
 from .graph import Graph

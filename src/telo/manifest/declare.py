@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from telo.kinds import KindSpec
+from telo.specs import KindSpec
 
 from .diagnostics import (
     ERR_MANIFEST_INVALID_NAME,

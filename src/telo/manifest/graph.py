@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from telo.kinds import KindSpec, conforms
-from telo.kinds.specs.steps import STEP_SCHEMAS, step_kind
+from telo.specs import KindSpec, conforms
+from telo.specs.steps import STEP_SCHEMAS, step_kind
 from telo.targets import inline_target_name
 
 from .diagnostics import (

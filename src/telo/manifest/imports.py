@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from telo.kinds import BUILTIN_MODULES, module_name_of
+from telo.specs import BUILTIN_MODULES, module_name_of
 
 from .diagnostics import (
     ERR_MANIFEST_INVALID_NAME,

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from telo.kinds import BUILTIN_KINDS, TELO, KindSpec
-from telo.kinds.registry import CAPABILITIES, Capability
+from telo.specs import BUILTIN_KINDS, CAPABILITIES, TELO, Capability, KindSpec
 
 from .boot import read_targets
 from .declare import Declarer

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from telo.kinds import KindSpec, ModuleSpec
+from telo.specs import KindSpec, ModuleSpec
 
 from .diagnostics import Diagnostic
 from .nodes import Cel, Pos, Ref

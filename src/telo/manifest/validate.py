@@ -27,7 +27,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
-from telo.kinds.specs.steps import STEP_KINDS, STEP_SCHEMAS, step_kinds_present
+from telo.specs.steps import STEP_KINDS, STEP_SCHEMAS, step_kinds_present
 
 from .diagnostics import (
     ERR_DUPLICATE_STEP_NAME,

@@ -2,44 +2,50 @@
 
 Load → static checks (the manifest loader) → create every resource through its kind's controller →
 initialise in reference order → run targets sequentially → wait for holds (durable runs, resumers) →
-tear down. Every kind instance reaches shared services (events, clock, compiler) through its application.
+tear down. Every kind instance reaches shared services (events, clock, compiler) through its application, which
+it knows only as a :class:`~telo.runtime.resource.Host`. The kinds themselves are not known here: the caller
+hands in the controller table (``telo.kinds.controllers.CONTROLLERS``), so the runtime sits below every kind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from telo.analysis import cel_checker, zone_checks
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.engine.context import current
 from telo.engine.dispatch import EventBus, dispatch
 from telo.engine.interpreter import Services, predicate, run_steps
 from telo.engine.steps import compile_steps
 from telo.errors import TeloError
-from telo.manifest import Cel, Manifest, Ref, ResourceDecl, Target, load_manifest
+from telo.manifest import Cel, Manifest, ManifestLoadError, Ref, ResourceDecl, Target, load_manifest
 from telo.runtime.compiler import Compiler
-from telo.runtime.resource import Resource, as_invocable
+from telo.runtime.resource import SCOPED_RESOURCES, Controller, Resource, as_invocable
 
 log = logging.getLogger("telo.runtime")
 
-Controller = Callable[["Application", str, Mapping[str, Any], str | None], Resource]
-
-# InvokeContext extra: the `with:`-scoped resources in reach (name -> instance), resolved before module-level ones.
-SCOPED_RESOURCES = "with.resources"
-
-
-def controllers() -> Mapping[str, Controller]:
-    from telo.kinds.controllers import CONTROLLERS
-
-    return CONTROLLERS
+# The list a `capturing()` block collects holds into: only the capturing task's context sees it.
+_CAPTURE: contextvars.ContextVar[list[asyncio.Future[Any]] | None] = contextvars.ContextVar("holds", default=None)
 
 
 class Application:
-    def __init__(self, manifest: Manifest, *, clock: Clock = SYSTEM_CLOCK, services: Services | None = None) -> None:
+    """The one :class:`~telo.runtime.resource.Host`: a manifest's resources, created through ``controllers``.
+
+    ``on_create`` callbacks see each resource as it is created, before any is initialised (the Python API uses
+    one to hand every journal resource the store it was given).
+    """
+
+    def __init__(self, manifest: Manifest, *, controllers: Mapping[str, Controller], clock: Clock = SYSTEM_CLOCK,
+                 services: Services | None = None) -> None:
         self.manifest = manifest
+        self._controllers = controllers
+        self.on_create: list[Callable[[Resource], None]] = []
         self.clock = clock
         self.events = EventBus()
         self.services = services or Services(events=self.events, clock=clock)
@@ -47,43 +53,60 @@ class Application:
         self.base_dir = Path(manifest.source).resolve().parent
         self.resources: dict[str, Resource] = {}
         self.decls: dict[str, ResourceDecl] = {}
-        self.compiler = Compiler(self)
+        self._compiler = Compiler(self)
         self.exit_code = 0
-        self._holds: set[asyncio.Future[Any]] = set()
+        self.holds: set[asyncio.Future[Any]] = set()
         self.target_results: dict[str, Any] = {}
         self.inputs: dict[str, Any] = {}  # `telo run --input k=v`: the targets' inputs
         self.failed_runs: list[tuple[str, dict[str, Any]]] = []
         self.stopped_runs: list[tuple[str, dict[str, Any]]] = []
 
     @classmethod
-    def load(cls, source: str | Path, *, text: str | None = None, env: Mapping[str, str] | None = None,
-             clock: Clock = SYSTEM_CLOCK, static_checks: bool = True) -> Application:
+    def load(cls, source: str | Path, *, controllers: Mapping[str, Controller], text: str | None = None,
+             env: Mapping[str, str] | None = None, clock: Clock = SYSTEM_CLOCK,
+             static_checks: bool = True) -> Application:
         """Load, then run the same static checks as ``telo check`` (reference §1 boot order): a manifest with
         an error never runs. ``static_checks=False`` skips the zone checks, for tests of the runtime guards
         behind them."""
-        from telo.analysis import cel_checker, zone_checks
-        from telo.manifest import ManifestLoadError
-
         manifest = load_manifest(source, text=text, env=env, cel_checker=cel_checker)
         if static_checks:
             found = zone_checks(manifest)
             if any(d.severity == "error" for d in found):
                 raise ManifestLoadError(str(source), [*manifest.diagnostics, *found])
-        return cls(manifest, clock=clock)
+        return cls(manifest, controllers=controllers, clock=clock)
+
+    @property
+    def compiler(self) -> Compiler:
+        return self._compiler
+
+    @property
+    def controllers(self) -> Mapping[str, Controller]:
+        """The kind table resources are created from (read at each creation: a kind registered later counts)."""
+        return self._controllers
 
     # --- resources ------------------------------------------------------------------------------------
 
     def create_resources(self) -> None:
-        table = controllers()
-        for name, decl in self.manifest.resources.items():
-            factory = table.get(decl.kind)
+        self.create(self.manifest.resources.values())
+
+    def create(self, decls: Iterable[ResourceDecl]) -> list[Resource]:
+        """Create a resource for each declaration through its kind's controller (types and abstract kinds have
+        none); ``on_create`` callbacks see each. The caller initialises them."""
+        created: list[Resource] = []
+        for decl in decls:
+            factory = self._controllers.get(decl.kind)
             if factory is None:
                 if decl.spec.capability in ("type", "abstract"):
                     continue
                 raise TeloError("ERR_KIND_NOT_IMPLEMENTED", f"{decl.pos}: kind {decl.kind} is not implemented by "
                                 "telo-python yet", hint="see docs/kinds.md for the kinds telo ships")
-            self.decls[name] = decl
-            self.resources[name] = factory(self, name, decl.config, decl.module)
+            self.decls[decl.name] = decl
+            self.resources[decl.name] = resource = factory(self, decl.name, decl.config, decl.module)
+            created.append(resource)
+        for resource in created:
+            for callback in self.on_create:
+                callback(resource)
+        return created
 
     async def start(self) -> None:
         self.create_resources()
@@ -122,13 +145,27 @@ class Application:
     def hold(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
         """Keep the process alive until ``awaitable`` settles (a durable run, a resumer)."""
         fut = asyncio.ensure_future(awaitable)
-        self._holds.add(fut)
-        fut.add_done_callback(self._holds.discard)
+        self.holds.add(fut)
+        fut.add_done_callback(self.holds.discard)
+        captured = _CAPTURE.get()
+        if captured is not None:
+            captured.append(fut)
         return fut
 
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[list[asyncio.Future[Any]]]:
+        """Collect the holds made inside this block by this task (and tasks it starts): a caller that started a
+        durable run through a dispatch finds the run's body among them."""
+        found: list[asyncio.Future[Any]] = []
+        token = _CAPTURE.set(found)
+        try:
+            yield found
+        finally:
+            _CAPTURE.reset(token)
+
     async def wait_holds(self) -> None:
-        while self._holds:
-            await asyncio.gather(*list(self._holds), return_exceptions=True)
+        while self.holds:
+            await asyncio.gather(*list(self.holds), return_exceptions=True)
 
     def request_exit(self, code: int) -> None:
         self.exit_code = max(self.exit_code, code)

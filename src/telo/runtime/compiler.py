@@ -17,7 +17,7 @@ from telo.manifest import Cel, Ref, Template
 if TYPE_CHECKING:
     from telo.cel import CelEnvironment, Program
     from telo.cel.scope import Memo
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 # A compiled node reads the scope and the memo its template's expressions share (see Tree), or None.
 Node = Callable[[Mapping[str, Any], "Memo | None"], Any]
@@ -81,7 +81,7 @@ def _template_text(value: Any) -> str:
 class ResourceTarget:
     """An ``invoke:`` slot: resolved at DISPATCH, with-scoped names first (spec §5.3)."""
 
-    app: Application
+    app: Host
     ref: Ref
     where: str
 
@@ -92,7 +92,7 @@ class ResourceTarget:
 class Compiler:
     """Compiles manifest nodes for one application (and its CEL environment)."""
 
-    def __init__(self, app: Application) -> None:
+    def __init__(self, app: Host) -> None:
         self.app = app
         from telo.cel import CelEnvironment
 

@@ -12,10 +12,10 @@ from telo.errors import TeloError
 from telo.manifest import Ref
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 
-def schema_of(app: Application, node: Any) -> Mapping[str, Any] | None:
+def schema_of(app: Host, node: Any) -> Mapping[str, Any] | None:
     """The JSON schema a ``Telo.JsonSchema``/``Telo.Type`` reference (or an inline mapping) names."""
     if node is None:
         return None
@@ -62,7 +62,7 @@ class SchemaValidator:
         return value
 
 
-def contract_for(app: Application, config: Mapping[str, Any]) -> Contract | None:
+def contract_for(app: Host, config: Mapping[str, Any]) -> Contract | None:
     inputs, outputs = schema_of(app, config.get("inputType")), schema_of(app, config.get("outputType"))
     if inputs is None and outputs is None:
         return None

@@ -1,18 +1,70 @@
-"""Resource instances: what a manifest's resources become at run time, and the step context Python
-functions receive (reference §1 boot order; §14 dispatch events)."""
+"""Resource instances: what a manifest's resources become at run time, the :class:`Host` they live in, and the
+step context Python functions receive (reference §1 boot order; §14 dispatch events).
+
+:class:`Host` is everything a kind may ask of the application that created it — the manifest, shared services
+(events, clock, the compiler), other resources, holds and the process's exit code. The runtime's
+:class:`~telo.runtime.app.Application` is the one implementation; kinds name the protocol, never the class, so
+they depend only on this module.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from pathlib import Path
+from typing import Any, Protocol, cast
 
+from telo.clock import Clock
 from telo.engine.context import current
-from telo.engine.dispatch import Contract, Invocable
-from telo.engine.steps import Evaluable
+from telo.engine.dispatch import Contract, EventBus, Invocable
+from telo.engine.interpreter import Services
+from telo.engine.steps import Evaluable, StepCompiler
+from telo.errors import TeloError
+from telo.manifest import Manifest, ResourceDecl
 
-if TYPE_CHECKING:
-    from telo.runtime.app import Application
+# InvokeContext extra: the `with:`-scoped resources in reach (name -> instance), resolved before module-level ones.
+SCOPED_RESOURCES = "with.resources"
+
+
+class ValueCompiler(StepCompiler, Protocol):
+    """The compiler as kinds use it: step bodies (:class:`StepCompiler`) plus what a node's expressions read,
+    and values whose expressions see extra names (a projection's ``item``)."""
+
+    def value(self, node: Any, *, where: str, names: Iterable[str] = ()) -> Evaluable: ...
+
+    def reads(self, node: Any, names: Iterable[str]) -> frozenset[str]: ...
+
+
+class Host(Protocol):
+    """What a resource may use of the application it lives in (reference §1 boot order)."""
+
+    manifest: Manifest
+    clock: Clock
+    events: EventBus
+    services: Services
+    base_dir: Path
+    inputs: dict[str, Any]  # `telo run --input k=v`: the targets' inputs
+    decls: dict[str, ResourceDecl]
+    resources: dict[str, Resource]
+
+    @property
+    def compiler(self) -> ValueCompiler: ...
+
+    @property
+    def controllers(self) -> Mapping[str, Controller]: ...
+
+    def resource_for(self, ref: Any, *, where: str = "") -> Resource: ...
+
+    def module_scope(self) -> dict[str, Any]: ...
+
+    def hold(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]: ...
+
+    def request_exit(self, code: int) -> None: ...
+
+    def run_failed(self, run: str, error: Mapping[str, Any]) -> None: ...
+
+    def run_stopped(self, run: str, error: Mapping[str, Any]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +91,7 @@ class Resource:
     kind: str
     contract: Contract | None = None
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         self.app = app
         self.name = name
         self.config = config
@@ -78,9 +130,11 @@ class Resource:
 def as_invocable(resource: Resource) -> Invocable:
     """The resource as a dispatch target; a non-invocable one is refused by name."""
     if not resource.invocable:
-        from telo.errors import TeloError
-
         raise TeloError("ERR_RESOURCE_NOT_INVOKABLE", f"{resource.kind} {resource.name!r} cannot be invoked",
                         hint="invoke an invocable kind (a function, a sequence, a workflow …)",
                         data={"resource": resource.name})
     return cast(Invocable, resource)
+
+
+# How a kind's class is called to create a resource: ``(host, name, config, module)``.
+Controller = Callable[[Host, str, Mapping[str, Any], str | None], Resource]

@@ -270,7 +270,7 @@ def cancel(store: Store, run: str, reason: str) -> ActionResult:
 
 def resume(store: Store, run: str, reason: str, *, force: bool = False) -> ActionResult:
     """Continue a parked run now (as ``telo resume [--force]``); refuses a held run without ``force``."""
-    from telo.durable.addressing import resume_run
+    from telo.kinds.addressing import resume_run
 
     require(store, run)
     result = dict(resume_run(store, run, reason, int(time.time() * 1000), force=force))

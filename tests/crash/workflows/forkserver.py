@@ -40,11 +40,11 @@ import yaml  # noqa: F401
 import telo.cli.run_cmds
 import telo.cli.runs_cmds
 import telo.durable.waits
-import telo.durable.worker
 import telo.journal.file
 import telo.journal.postgres
 import telo.journal.sqlite
 import telo.kinds.controllers
+import telo.operations.worker
 import telo.runtime.app  # noqa: F401
 from telo.cli import main as entry_point  # the `telo` console script (pyproject: telo.cli:main)
 

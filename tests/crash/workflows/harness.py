@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from telo.durable.handle import DEFERRED_STEPS
-from telo.durable.workflow import Resumer
 from telo.journal import eventlog
 from telo.journal.claims import holder_is_dead
 from telo.journal.model import RunFilter, RunRecord
 from telo.journal.store import Store
+from telo.kinds.resumer import Resumer
 from tests.crash.support import REPO_ROOT, StoreSpec
 
 WORKFLOWS = Path(__file__).resolve().parent

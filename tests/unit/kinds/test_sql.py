@@ -26,9 +26,9 @@ from telo.engine.dispatch import dispatch
 from telo.errors import TeloError
 from telo.journal.model import Entry, RunRecord
 from telo.kinds import sql_drivers as drivers
-from telo.kinds.specs.sql import ATOMIC_REASON, NO_SUSPEND_REASON
+from telo.kinds.controllers import load_application
 from telo.manifest import ManifestLoadError
-from telo.runtime.app import Application
+from telo.specs.sql import ATOMIC_REASON, NO_SUSPEND_REASON
 from telo.values import Timestamp
 from tests.pg_support import fresh_prefix, pg_url
 
@@ -185,7 +185,7 @@ class Outcome:
 
 def run_workflow(sc: Scenario, run_id: str = "1", *, static_checks: bool = True) -> Outcome:
     async def main() -> Outcome:
-        app = Application.load(sc.path, env=sc.env, static_checks=static_checks)
+        app = load_application(sc.path, env=sc.env, static_checks=static_checks)
         await app.start()
         try:
             wf: Any = app.resources["wf"]
@@ -287,7 +287,7 @@ def test_a_failed_statement_is_an_sql_error_with_the_drivers_message(tmp_path: P
 
 def _run_target(sc: Scenario) -> None:
     async def main() -> None:
-        app = Application.load(sc.path, env=sc.env)
+        app = load_application(sc.path, env=sc.env)
         try:
             await app.main()
         finally:
@@ -386,7 +386,7 @@ def test_a_durable_sleep_inside_a_transaction_is_refused_quoting_the_zones_reaso
     # `telo check` (and every load) refuses this statically (ZONE_ATTRIBUTE_VIOLATED); the runtime guard
     # behind it is what this test exercises, so the static checks are skipped.
     with pytest.raises(ManifestLoadError) as refused:
-        Application.load(sc.path, env=sc.env)
+        load_application(sc.path, env=sc.env)
     assert any(d.code == "ZONE_ATTRIBUTE_VIOLATED" for d in refused.value.diagnostics)
     out = run_workflow(sc, static_checks=False)
     assert out.status == "failed" and out.error is not None

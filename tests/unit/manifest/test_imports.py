@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from telo.kinds import BUILTIN_MODULES
 from telo.manifest import Diagnostic, LibraryModule, Manifest, Ref, load_manifest
+from telo.specs import BUILTIN_MODULES
 
 from .conftest import locate
 

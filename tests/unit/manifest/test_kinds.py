@@ -6,10 +6,9 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from telo.errors import ManifestError
-from telo.kinds import BUILTIN_KINDS, BUILTIN_MODULES, conforms, module_name_of, resolve_import
-from telo.kinds.registry import user_modules
-from telo.kinds.specs.durable import IDEMPOTENT_REASON
-from telo.kinds.specs.steps import STEP_SCHEMAS, TARGET_STEP, branch_bodies, step_kind
+from telo.specs import BUILTIN_KINDS, BUILTIN_MODULES, conforms, module_name_of, resolve_import, user_modules
+from telo.specs.durable import IDEMPOTENT_REASON
+from telo.specs.steps import STEP_SCHEMAS, TARGET_STEP, branch_bodies, step_kind
 
 
 def test_modules_and_canonical_names() -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from telo.durable.addressing import duration_ms, instant_ms
 from telo.durable.waits import await_delivery, pinned_value, sleep
 from telo.engine.context import derive, entered
 from telo.engine.interpreter import run_steps
 from telo.engine.steps import compile_steps
 from telo.engine.zones import IDEMPOTENT, Zone
 from telo.errors import TeloError
+from telo.kinds.addressing import duration_ms, instant_ms
 from telo.runtime.contracts import SchemaValidator, contract_for, schema_of
 from telo.runtime.resource import Resource
 
@@ -77,7 +77,7 @@ class Await(Resource):
         token_ev = self.field("token")
         timeout = (inputs or {}).get("timeout") if isinstance(inputs, dict) else None
         if timeout is None and self.config.get("timeout") is not None:
-            from telo.durable.journals import compile_time
+            from telo.kinds.journals import compile_time
 
             timeout = compile_time(self.app, self.config["timeout"], f"{self.kind}.timeout")
         return await await_delivery(

@@ -1,16 +1,15 @@
-"""The built-in modules' kind specs, as Python data (no YAML is read at import: importing is fast)."""
+"""The built-in module table and kind table: every built-in kind spec, as Python data (no YAML is read at import)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from telo.kinds.registry import KindSpec, ModuleSpec
 
 from .assert_ import ASSERT
 from .console import CONSOLE
 from .durable import DURABLE
 from .durable_local import DURABLE_LOCAL
 from .journals import JOURNAL_FILE, JOURNAL_POSTGRES, JOURNAL_SQLITE
+from .model import KindSpec, ModuleSpec
 from .python import PYTHON
 from .run import RUN
 from .sql import SQL

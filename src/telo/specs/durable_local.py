@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import compile_time, config, duration, exactly_one, ref, runtime, steps
+from .model import KindSpec, ModuleSpec, module
 
 M = "DurableLocal"
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import NO_CONFIG, config
+from .model import KindSpec, ModuleSpec, module
 
 M = "Assert"
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import config, type_slot
+from .model import KindSpec, ModuleSpec, module
 
 M = "Python"
 # `package.module:attribute[.attribute…]` — the entry-point notation of Python packaging.

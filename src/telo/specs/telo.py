@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import config
+from .model import KindSpec, ModuleSpec, module
 
 M = "Telo"
 _SCHEMA = config({"schema": {"type": "object"}}, ("schema",))

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from telo import paths
-from telo.durable.journals import Journal, compile_time
 from telo.durable.waits import deliver
-from telo.durable.workflow import default_run_id
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, RunRecord
+from telo.kinds.journals import Journal, compile_time
+from telo.kinds.workflow import default_run_id
 from telo.runtime.contracts import SchemaValidator, schema_of
 from telo.runtime.resource import Resource
 from telo.values import Timestamp

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import compile_time, config, duration, exactly_one, runtime, steps, type_slot
+from .model import KindSpec, ModuleSpec, module
 
 M = "Durable"
 

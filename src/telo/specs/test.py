@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import config
+from .model import KindSpec, ModuleSpec, module
 
 M = "Test"
 _GLOBS = {"type": "array", "items": {"type": "string"}}

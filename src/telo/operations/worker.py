@@ -10,8 +10,10 @@ import asyncio
 import logging
 
 from telo.durable import shutdown
-from telo.durable.workflow import Resumer, Workflow
 from telo.journal.model import RunFilter
+from telo.kinds.controllers import load_application
+from telo.kinds.resumer import Resumer
+from telo.kinds.workflow import Workflow
 from telo.runtime.app import Application
 
 log = logging.getLogger("telo.durable")
@@ -20,7 +22,7 @@ IDLE_HORIZON_MS = 60_000
 
 
 async def run_worker(manifest: str, *, interval: str = "1s", until_idle: bool = False) -> int:
-    app = Application.load(manifest)
+    app = load_application(manifest)
     await app.start()
     resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None)
                 for wf in app.resources.values() if isinstance(wf, Workflow)]

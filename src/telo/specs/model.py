@@ -1,4 +1,4 @@
-"""Declarative kind specs and the built-in module table (reference §1 "imports", §3, §5–§7, §13, §14).
+"""The kind specs' data model (reference §1 "imports", §3, §5–§7, §13, §14).
 
 A *module* is what an import names (``durable-local``); its *canonical* name (``DurableLocal``) is the
 upstream library's ``metadata.name``, and a kind's canonical name is ``<canonical>.<Kind>``
@@ -12,7 +12,7 @@ upstream ``x-telo-*`` keywords (read by the manifest loader and the static check
   the referenced kind must be that kind or extend it;
 * ``x-telo-eval: compile | runtime`` — a CEL-bearing field, evaluated once at load against the module
   scope, or per call against ``{inputs}`` plus the module scope (reference §1);
-* ``x-telo-steps: true`` — a step list (the shared Step grammar, reference §3; :mod:`telo.kinds.specs.steps`);
+* ``x-telo-steps: true`` — a step list (the shared Step grammar, reference §3; :mod:`telo.specs.steps`);
 * ``x-telo-scope: [names]`` — extra CEL names a step list's bodies see (``item``, ``index`` …, reference §2);
 * ``x-telo-provides-zone: {attribute: reason}`` on a body slot; ``x-telo-requires-zone: {zone, attributes}``
   and ``x-telo-violates-zone: {attribute: reason}`` on the schema root (reference §5, §12);
@@ -22,16 +22,12 @@ upstream ``x-telo-*`` keywords (read by the manifest loader and the static check
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
-
-from telo.errors import ManifestError
+from typing import Any, Literal
 
 Capability = Literal["invocable", "runnable", "service", "provider", "type", "abstract"]
 CAPABILITIES: tuple[str, ...] = ("invocable", "runnable", "service", "provider", "type", "abstract")
-ERR_MANIFEST_UNKNOWN_MODULE = "ERR_MANIFEST_UNKNOWN_MODULE"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,81 +148,6 @@ def module(import_name: str, canonical: str, *kinds: KindSpec) -> ModuleSpec:
         if spec.module != canonical:
             raise ValueError(f"kind {spec.canonical} listed in module {canonical}")
     return ModuleSpec(import_name, canonical, {k.name: k for k in kinds})
-
-
-# --- resolving an import reference -----------------------------------------------------------------------
-_OCI = re.compile(r"oci://(?P<path>[^@\s]+?)(?:@(?P<version>[^/\s]+))?")
-
-
-def module_name_of(ref: str) -> str:
-    """The module name an import reference ends in: a bare name, a path's last segment, or the last
-    repository segment of ``oci://host/org/<name>@<version>``."""
-    text = ref.strip()
-    oci = _OCI.fullmatch(text)
-    if oci:
-        return oci.group("path").rstrip("/").rsplit("/", 1)[-1]
-    return text.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def resolve_import(ref: str) -> ModuleSpec:
-    """The built-in module an import reference names (reference §1):
-
-    * a bare name — ``durable-local``;
-    * a relative path whose last segment names a built-in module — ``../../modules/durable-local`` (how
-      upstream's own tests import them; the directory need not exist here);
-    * ``oci://…/<name>@<version>``.
-
-    Raises :class:`~telo.errors.ManifestError` (``ERR_MANIFEST_UNKNOWN_MODULE``) for anything else;
-    ``Telo.Library`` directories are resolved by the manifest loader, not here.
-    """
-    from .specs import BUILTIN_MODULES  # the specs import this module; bind late
-
-    name = module_name_of(ref)
-    found = BUILTIN_MODULES.get(name)
-    if found is None:
-        known = ", ".join(sorted(BUILTIN_MODULES))
-        raise ManifestError(
-            ERR_MANIFEST_UNKNOWN_MODULE,
-            f"import {ref!r} names no built-in module ({name!r} is not one of: {known})",
-            hint="import a built-in module by name, or a Telo.Library directory (containing telo.yaml) by "
-            "a relative path",
-            data={"ref": ref, "module": name},
-        )
-    return found
-
-
-# --- user modules ------------------------------------------------------------------------------------------
-_USER_MODULES: set[str] = set()  # import names registered by register_module (they may be replaced)
-
-
-def user_modules() -> frozenset[str]:
-    """Import names of the modules registered from Python (``@telo.kind``), as opposed to telo's own."""
-    return frozenset(_USER_MODULES)
-
-
-def register_module(spec: ModuleSpec) -> None:
-    """Make a module defined in Python (``@telo.kind``) importable by manifests like a built-in one.
-
-    It joins the tables the manifest loader reads (:data:`BUILTIN_MODULES` by import name,
-    :data:`BUILTIN_KINDS` by canonical name), so it must be registered before a manifest importing it is
-    loaded. Registering a user module again replaces it (a re-imported Python module re-registers its kinds);
-    taking a built-in module's import or canonical name (``run``, ``Run``, ``Telo`` …) is refused.
-    """
-    from .specs import BUILTIN_KINDS, BUILTIN_MODULES
-
-    modules = cast(dict[str, ModuleSpec], BUILTIN_MODULES)  # the shared tables: mutated in place on purpose
-    kinds = cast(dict[str, KindSpec], BUILTIN_KINDS)
-    builtin = {m.import_name: m for m in modules.values() if m.import_name not in _USER_MODULES}
-    taken = {*builtin, *(m.canonical for m in builtin.values()), "Telo", "Self"}
-    if spec.import_name in taken or spec.canonical in taken:
-        raise ValueError(f"module {spec.import_name!r} ({spec.canonical}) would shadow a built-in module")
-    previous = modules.get(spec.import_name)
-    if previous is not None:
-        for old in previous.kinds.values():
-            kinds.pop(old.canonical, None)
-    modules[spec.import_name] = spec
-    kinds.update({k.canonical: k for k in spec.kinds.values()})
-    _USER_MODULES.add(spec.import_name)
 
 
 def conforms(kind: KindSpec, wanted: str, lookup: Mapping[str, KindSpec]) -> bool:

@@ -5,9 +5,8 @@ All their fields are compile-time: a journal is opened once, at initialisation.
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import NAME_PATTERN, compile_time, config, duration, exactly_one, ref
+from .model import KindSpec, ModuleSpec, module
 
 _CONTRACT = "DurableLocal.Journal"
 # The lease of the claims an execution holds on its runs (telo.journal.claims): renewed every third of it; a

@@ -1,4 +1,4 @@
-"""``DurableLocal.Workflow`` and ``DurableLocal.Resumer`` (reference §6; spec §7).
+"""``DurableLocal.Workflow`` (reference §6; spec §7); its resumer is :mod:`telo.kinds.resumer`.
 
 Starting a run admits it BEFORE anything executes, claims it, and starts the body detached under a hold,
 returning ``{runId, started, status}`` at once. (On SQLite a new run's admission, its claim written with it, is
@@ -13,7 +13,6 @@ stays cancelled and a scheduled run keeps its own inputs and due time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -27,24 +26,24 @@ from telo.durable.digest import digest_of
 from telo.durable.effects import EffectPolicy
 from telo.durable.execute import Execution, WorkflowBody, execute_run
 from telo.durable.halting import halts
-from telo.durable.journals import Journal
 from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission
+from telo.kinds.journals import Journal
 from telo.runtime.resource import Resource
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 log = logging.getLogger("telo.durable")
 
 # How often a process waiting in-process for a time park re-reads the run (to notice a cancel or a resume).
 PARKED_RECHECK_MS = 500
-# Codes of a run whose journal or record this process cannot read: a resumer skips it (Resumer._skip).
-_UNREADABLE = frozenset({"ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
+# Codes of a run whose journal or record this process cannot read: resumers skip it (resumer.Resumer._skip).
+UNREADABLE = frozenset({"ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
 
 
 def default_run_id(name: str) -> str:
@@ -66,7 +65,7 @@ def default_run_id(name: str) -> str:
 class Workflow(Resource):
     kind = "DurableLocal.Workflow"
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self.holder = Holder.for_this_process(f"workflow-{name}").to_text()
         self.executions: dict[str, Execution] = {}
@@ -287,142 +286,3 @@ class Workflow(Resource):
         self.app.events.emit(f"{self.name}.Run{execution.status.capitalize()}",
                              {"run": run, "status": execution.status, "replayedSteps": execution.replayed_steps})
         return execution
-
-
-class Resumer(Resource):
-    """A service that sweeps due runs of one workflow, claims each, and continues it (reference §6)."""
-
-    kind = "DurableLocal.Resumer"
-    batch = 100  # due runs continued concurrently per sweep
-
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
-        super().__init__(app, name, config, module)
-        self.holder = Holder.for_this_process(f"resumer-{name}").to_text()
-        self.unreadable: set[str] = set()
-        self._wake = asyncio.Event()
-        self._stopped = False
-        self.resumed = 0
-
-    @property
-    def workflow(self) -> Workflow:
-        resource = self.app.resource_for(self.config["workflow"])
-        assert isinstance(resource, Workflow)
-        return resource
-
-    def interval_s(self) -> float:
-        from telo.values.plain import parse_cel_duration
-
-        raw = self.config.get("interval", "5s")
-        if isinstance(raw, int | float):
-            return float(raw) / 1000
-        return parse_cel_duration(str(raw)).total_nanos() / 1e9
-
-    async def run(self) -> None:
-        self.app.hold(self.loop())
-
-    async def loop(self) -> None:
-        loop = asyncio.get_running_loop()
-        def woken(run: str) -> None:
-            loop.call_soon_threadsafe(self._wake.set)
-
-        unsubscribe = self.workflow.journal.store.subscribe_wake(woken)
-        undrain = shutdown.on_drain(self.stop)
-        try:
-            while not self._stopped and not shutdown.draining():
-                await self.sweep()
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.interval_s())
-        finally:
-            undrain()
-            if unsubscribe is not None:
-                unsubscribe()
-
-    async def sweep(self) -> int:
-        """One pass: claim and continue every due run; returns how many were continued.
-
-        The due runs of one pass are continued concurrently (at most ``batch``): each is claimed on its own,
-        so this is as safe as one at a time, and their journal writes share group commits instead of each
-        run paying its fsyncs in turn (100 interrupted runs: ~1,300 commits one after another otherwise)."""
-        wf = self.workflow
-        store = wf.store
-        if shutdown.draining():
-            return 0
-        try:
-            due = await store.due_runs(self.app.clock.now_ms(), self.batch + len(self.unreadable))
-        except TeloError:
-            log.warning("durable.resumer.sweep_failed", extra={"durable.workflow": wf.name}, exc_info=True)
-            return 0
-        due = [run for run in due if run not in self.unreadable][: self.batch]
-        outcomes = await asyncio.gather(*(self._continue(wf, store, run) for run in due), return_exceptions=True)
-        for outcome in outcomes:  # as one at a time: an unexpected error ends the pass (after the others settled)
-            if isinstance(outcome, BaseException):
-                raise outcome
-        return sum(outcomes)  # type: ignore[arg-type]
-
-    async def _continue(self, wf: Workflow, store: AsyncStore, run: str) -> int:
-        """Claim and continue one due run: 1 if it was continued, 0 if skipped (also when the journal failed
-        on the way: the next sweep tries again, and the claim lapses if it could not be released)."""
-        if self._stopped:
-            return 0
-        fence = None
-        try:
-            fence = await store.claim(run, self.holder, self.app.clock.now_ms())
-            if fence is None:
-                return 0
-            return await self._continue_claimed(wf, store, run, fence)
-        except TeloError as exc:
-            if not halts(exc):
-                raise
-            log.warning("durable.resumer.journal_failed", extra={"durable.run": run, "error.code": exc.code,
-                                                                 "error.message": exc.message})
-            if fence is not None:
-                with contextlib.suppress(TeloError):
-                    await store.release(run, fence)
-            return 0
-
-    async def _continue_claimed(self, wf: Workflow, store: AsyncStore, run: str, fence: Fence) -> int:
-        record = await store.read_run(run)
-        if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
-            await store.release(run, fence)  # settled after due_runs listed it: nothing to continue
-            return 0
-        if record.corrupt is not None:  # damaged: listed and shown, never executed (RunRecord.corrupt)
-            await store.release(run, fence)
-            self._skip(run, ERR_DURABLE_JOURNAL_CORRUPT, record.corrupt)
-            return 0
-        try:
-            inputs = record.decoded_inputs()
-            execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, fence)
-        except TeloError as exc:
-            if exc.code in _UNREADABLE:
-                with contextlib.suppress(TeloError):
-                    await store.release(run, fence)
-                self._skip(run, exc.code, exc.message)
-            elif halts(exc):
-                raise  # the journal failed: _continue reports it and lets go
-            else:
-                log.warning("durable.resumer.run_failed", extra={"durable.run": run}, exc_info=True)
-            return 0
-        if execution.status == "running" and execution.error is not None \
-                and execution.error.get("code") in _UNREADABLE:
-            self._skip(run, str(execution.error["code"]), str(execution.error.get("message")))
-            return 0
-        self.resumed += 1
-        log.info("durable.resumer.resumed", extra={"durable.run": run, "durable.status": execution.status})
-        return 1
-
-    def _skip(self, run: str, code: str, message: str) -> None:
-        """A run this process cannot read (damaged, or written by a newer telo): skipped from now on, said once;
-        it stays as it is for an operator (`telo status`, cancel, restore) or a newer worker."""
-        if run not in self.unreadable:
-            self.unreadable.add(run)
-            log.error("durable.resumer.unreadable", extra={"durable.run": run, "error.code": code,
-                                                            "error.message": message})
-
-    def stop(self) -> None:
-        """Sweep no more (teardown, or the process is draining: telo.durable.shutdown)."""
-        self._stopped = True
-        self._wake.set()
-
-    async def teardown(self) -> None:
-        self.stop()

@@ -14,10 +14,10 @@ from telo.runtime.resource import Resource
 from telo.values.plain import parse_cel_duration
 
 if TYPE_CHECKING:
-    from telo.runtime.app import Application
+    from telo.runtime.resource import Host
 
 
-def compile_time(app: Application, value: Any, where: str) -> Any:
+def compile_time(app: Host, value: Any, where: str) -> Any:
     """A ``compile`` field (x-telo-eval): evaluated once at load against the module scope."""
     return app.compiler.value(value, where=where).evaluate(app.module_scope())
 
@@ -25,7 +25,7 @@ def compile_time(app: Application, value: Any, where: str) -> Any:
 class Journal(Resource):
     """Base of the journal kinds: ``store`` is the open store."""
 
-    def __init__(self, app: Application, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self._store: Store | None = None
         self._borrowed = False

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import compile_time, config, ref, runtime, steps
+from .model import KindSpec, ModuleSpec, module
 
 M = "Sql"
 

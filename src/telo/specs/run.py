@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from telo.kinds.registry import KindSpec, ModuleSpec, module
-
 from .common import CATCHES, config, ref, runtime, steps, type_slot
+from .model import KindSpec, ModuleSpec, module
 
 M = "Run"
 _ITEM_SCOPE = ["item", "index", "items"]
