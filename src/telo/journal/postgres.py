@@ -31,7 +31,6 @@ from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalErro
 from telo.journal import cancels, paging
 from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
 from telo.journal.integrity import checksum
-from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
     AdmitResult,
@@ -54,6 +53,7 @@ from telo.journal.postgres_rows import (
 )
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
 from telo.journal.postgres_wake import CONNECT_OPTIONS, WakeListener
+from telo.journal.rules import unknown_run
 from telo.journal.store import Store, StoreTransaction, WakeCallback
 
 log = logging.getLogger("telo.journal.postgres")

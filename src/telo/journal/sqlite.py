@@ -39,7 +39,6 @@ from telo.journal import cancels, paging
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence, holder_is_dead
 from telo.journal.integrity import checksum
-from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
     AdmitResult,
@@ -51,6 +50,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
+from telo.journal.rules import unknown_run
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group, check_claim
 from telo.journal.sqlite_group import savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group

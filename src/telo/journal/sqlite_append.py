@@ -36,8 +36,8 @@ from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
 from telo.journal.chain import WriteChain, lost_race
 from telo.journal.claims import Fence, fence_refused
 from telo.journal.integrity import checksum
-from telo.journal.memory import unknown_run
 from telo.journal.model import Entry
+from telo.journal.rules import unknown_run
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
 from telo.journal.sqlite_schema import Sql, entry_from_row
 
