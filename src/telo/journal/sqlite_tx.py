@@ -12,20 +12,20 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from itertools import count
-from typing import TYPE_CHECKING
 
 from telo.journal.sqlite_writer import check_process, closed_error, fork_generation
-from telo.journal.store import StoreTransaction
-
-if TYPE_CHECKING:
-    from telo.journal.sqlite import SqliteStore
+from telo.journal.store import Store, StoreTransaction
 
 
 class SqliteTransaction(StoreTransaction):
-    """An open ``BEGIN IMMEDIATE`` (or, nested, a SAVEPOINT) on a dedicated connection (spec §8.2)."""
+    """An open ``BEGIN IMMEDIATE`` (or, nested, a SAVEPOINT) on a dedicated connection (spec §8.2).
+
+    ``store`` is the SQLite store that opened it (typed as any store: the store compares it by identity only,
+    and this module must not import the store's).
+    """
 
     def __init__(
-        self, store: SqliteStore, connection: sqlite3.Connection, lock: threading.RLock, savepoint: str | None
+        self, store: Store, connection: sqlite3.Connection, lock: threading.RLock, savepoint: str | None
     ) -> None:
         self.store = store
         self.connection = connection
