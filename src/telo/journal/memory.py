@@ -31,6 +31,7 @@ _RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}
 
 class MemoryStore(Store):
     kind = "memory"
+    inline_calls = True  # no I/O, and its lock is held only for dict work
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock

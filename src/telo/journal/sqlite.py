@@ -27,7 +27,6 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import fields
 from functools import partial
 from typing import Any, TypeVar
@@ -69,15 +68,10 @@ from telo.journal.sqlite_schema import (
 )
 from telo.journal.sqlite_tx import AMBIENT, SAVEPOINTS, Pool, SqliteTransaction, finish
 from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
-from telo.journal.store import Store, StoreTransaction
+from telo.journal.store import GroupCommitStore, Store, StoreTransaction
 
 T = TypeVar("T")
 Op = Callable[[sqlite3.Connection], T]
-
-# lifecycle_async: while set, _lifecycle submits its operation and returns the future instead of waiting for it.
-_SUBMITTING: ContextVar[bool] = ContextVar("telo_sqlite_submitting", default=False)
-# The lifecycle writes lifecycle_async serves: each returns its _lifecycle result as is.
-_ASYNC_LIFECYCLE = frozenset({"admit", "claim", "complete", "park", "unpark"})
 
 # update_run takes RunRecord field names; updated_at is the store's to set (as in the memory store).
 _RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "updated_at", "claim", "fence"}
@@ -88,10 +82,12 @@ def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
     pool.close()
 
 
-class SqliteStore(Store):
-    """A journal in one SQLite file (see the module docstring)."""
+class SqliteStore(Store, GroupCommitStore):
+    """A journal in one SQLite file (see the module docstring); its writes queued from an event loop share the
+    group commit (:class:`telo.journal.store.GroupCommitStore`)."""
 
     kind = "sqlite"
+    inline_reads = True  # a WAL read on a pooled connection, which never waits for the writer
 
     def __init__(
         self,
@@ -171,33 +167,21 @@ class SqliteStore(Store):
     def _lifecycle(self, what: str, fn: Op[T], *, isolated: bool = True) -> T:
         """A run-lifecycle write: always through the writer, never inside an ambient transaction."""
         if self._ambient() is not None:
-            raise JournalError(
-                "ERR_JOURNAL_IN_TRANSACTION",
-                f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
-                "their own, and SQLite's one write lock is held by that transaction",
-                hint="make the call before the transaction opens or after it ends",
-            )
-        if _SUBMITTING.get():  # lifecycle_async: the caller awaits the future
-            return self._writer.submit_async(fn, isolated=isolated)  # type: ignore[return-value]
+            raise _in_transaction(what)
         return self._writer.call(fn, isolated=isolated)
 
-    def lifecycle_async(self, method: str, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        """``admit``, ``claim``, ``complete``, ``park`` or ``unpark`` for a caller on an event loop (called on
-        its thread): the same operation, submitted to the group commit with an asyncio future
-        rather than run on a thread that blocks until its commit.
+    def _lifecycle_async(self, what: str, fn: Op[T]) -> asyncio.Future[T]:
+        """:meth:`_lifecycle` for a caller on an event loop (on its thread): the operation is queued for the
+        group commit with an asyncio future, rather than run on a thread that blocks until its commit.
 
         Why (benchmarks/durable.py): every run admits, claims and completes; on a worker thread each of those
         cost two thread hand-offs and a blocked thread, and the executor's thread count capped how many of
-        them one group commit could take.
+        them one group commit could take. (Every lifecycle write served so is one statement, or an UPDATE
+        then a read: all or nothing without a SAVEPOINT.)
         """
-        if method not in _ASYNC_LIFECYCLE:
-            raise ValueError(f"not an asynchronous lifecycle write: {method!r}")
-        token = _SUBMITTING.set(True)
-        try:
-            future: asyncio.Future[Any] = getattr(self, method)(*args, **kwargs)
-        finally:
-            _SUBMITTING.reset(token)
-        return future
+        if self._ambient() is not None:
+            raise _in_transaction(what)
+        return self._writer.submit_async(fn, isolated=False)
 
     def _in_transaction(self, tx: SqliteTransaction, fn: Op[T]) -> T:
         """Run an entry write on the ambient transaction's connection, undoing only it should it raise."""
@@ -221,6 +205,9 @@ class SqliteStore(Store):
         executed by it; SQLite only). A run that already exists keeps its claim, whatever it is."""
         op = AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs)
         return self._lifecycle("admit", op, isolated=False)  # one INSERT OR IGNORE, then a read
+
+    def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
+        return self._lifecycle_async("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
 
     def read_run(self, run: str) -> RunRecord | None:
         sql = self._sql
@@ -284,8 +271,9 @@ class SqliteStore(Store):
                     future.set_result(found.get(run))
 
     def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...],
-                chain: WriteChain | None = None, fence: Fence | None = None) -> RunRecord:
-        """One UPDATE of the run's row; ``fence``: ``stmt`` ends with the fence's condition (holder, token)."""
+                chain: WriteChain | None = None, fence: Fence | None = None) -> Op[RunRecord]:
+        """One UPDATE of the run's row as a writer operation — all or nothing (nothing written when it raises),
+        so it needs no SAVEPOINT; ``fence``: ``stmt`` ends with the fence's condition (holder, token)."""
         returning = f"{stmt} RETURNING {RECORD_SELECT}"  # the updated record, without a read after it
         sql = self._sql
         if fence is not None:
@@ -301,33 +289,52 @@ class SqliteStore(Store):
                 raise unknown_run(run)
             return record_from_row(row)
 
-        # One UPDATE, all or nothing (nothing written when it raises): no SAVEPOINT needed.
-        return self._lifecycle(what, op, isolated=False)
+        return op
 
     def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
                  fence: Fence | None = None) -> RunRecord:
         """``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if
         every one of them did; queued after them, it needs no wait for them first."""
-        o = outcome
+        record = self._lifecycle("complete", self._complete_op(run, outcome, chain, fence), isolated=False)
+        if outcome.status == "cancelled":
+            cancels.notice()
+        return record
+
+    def complete_async(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
+                       fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        future = self._lifecycle_async("complete", self._complete_op(run, outcome, chain, fence))
+        if outcome.status == "cancelled":
+            cancels.notice(future)
+        return future
+
+    def _complete_op(self, run: str, o: Outcome, chain: WriteChain | None, fence: Fence | None) -> CompleteOp:
         params = (o.status, o.result, o.result_v, error_json(o.error), o.collapsed_regions,
                   reasons_json(o.collapse_reasons), o.replayed_steps, self._clock.now_ms(), run)
-        op = CompleteOp(self._sql, run, params, chain, fence, self._seqs)
-        record: RunRecord = self._lifecycle("complete", op, isolated=False)
-        if o.status == "cancelled":
-            cancels.notice(record)
-        return record
+        return CompleteOp(self._sql, run, params, chain, fence, self._seqs)
 
     def park(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
              fence: Fence | None = None) -> RunRecord:
-        p = parked
+        return self._lifecycle("park", self._park_op(run, parked, chain, fence), isolated=False)
+
+    def park_async(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
+                   fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        return self._lifecycle_async("park", self._park_op(run, parked, chain, fence))
+
+    def _park_op(self, run: str, p: Parked, chain: WriteChain | None, fence: Fence | None) -> Op[RunRecord]:
         params = (p.path, p.resource, p.token, p.at, p.reason, p.at, self._clock.now_ms(), run)
         fence = fence if fence is not None or chain is None else chain.fence
         stmt = self._sql.park if fence is None else self._sql.park_fenced
         return self._update("park", run, stmt, params, chain, fence)
 
     def unpark(self, run: str) -> bool:
+        return self._lifecycle("unpark", self._unpark_op(run), isolated=False)
+
+    def unpark_async(self, run: str) -> asyncio.Future[bool]:
+        return self._lifecycle_async("unpark", self._unpark_op(run))
+
+    def _unpark_op(self, run: str) -> Op[bool]:
         stmt, params = self._sql.unpark, (self._clock.now_ms(), run)
-        return self._lifecycle("unpark", lambda conn: conn.execute(stmt, params).rowcount > 0, isolated=False)
+        return lambda conn: conn.execute(stmt, params).rowcount > 0
 
     def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
         bad = set(changes) - _RECORD_FIELDS
@@ -338,7 +345,8 @@ class SqliteStore(Store):
             cols += columns_for(name, value)
         cols.append(("updated_at", self._clock.now_ms()))
         stmt = self._sql.update([c for c, _ in cols], fenced=fence is not None)
-        return self._update("record update", run, stmt, (*(v for _, v in cols), run), fence=fence)
+        op = self._update("record update", run, stmt, (*(v for _, v in cols), run), fence=fence)
+        return self._lifecycle("record update", op, isolated=False)
 
     def run_parked_on(self, token: str) -> RunRecord | None:
         stmt = self._sql.parked_on
@@ -384,6 +392,13 @@ class SqliteStore(Store):
     # --- claims --------------------------------------------------------------------------------------------
 
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
+        # each UPDATE is all or nothing on its own
+        return self._lifecycle("claim", self._claim_op(run, holder, ttl_ms, now_ms), isolated=False)
+
+    def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
+        return self._lifecycle_async("claim", self._claim_op(run, holder, ttl_ms, now_ms))
+
+    def _claim_op(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> Op[int | None]:
         sql = self._sql
         params = {"holder": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
 
@@ -398,7 +413,7 @@ class SqliteStore(Store):
             taken = conn.execute(sql.claim_from, {**params, "old": row[0]}).fetchone()
             return None if taken is None else int(taken[0])
 
-        return self._lifecycle("claim", op, isolated=False)  # each UPDATE is all or nothing on its own
+        return op
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         stmt = self._sql.renew
@@ -561,6 +576,15 @@ class SqliteStore(Store):
 
     def _transaction_open(self, tx: StoreTransaction) -> bool:
         return isinstance(tx, SqliteTransaction) and tx.store is self and tx.open
+
+
+def _in_transaction(what: str) -> JournalError:
+    return JournalError(
+        "ERR_JOURNAL_IN_TRANSACTION",
+        f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
+        "their own, and SQLite's one write lock is held by that transaction",
+        hint="make the call before the transaction opens or after it ends",
+    )
 
 
 def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:
