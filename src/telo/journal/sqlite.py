@@ -23,17 +23,15 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import fields
 from functools import partial
 from typing import Any, TypeVar
 from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import JournalError
 from telo.journal import cancels, paging
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence, holder_is_dead
@@ -66,7 +64,7 @@ from telo.journal.sqlite_schema import (
     reasons_json,
     record_from_row,
 )
-from telo.journal.sqlite_tx import AMBIENT, SAVEPOINTS, Pool, SqliteTransaction, finish
+from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
 from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction
 
@@ -144,14 +142,9 @@ class SqliteStore(Store, GroupCommitStore):
 
     # --- plumbing: where a call runs ---------------------------------------------------------------------
 
-    def _ambient(self) -> SqliteTransaction | None:
-        open_txs = AMBIENT.get()
-        if not open_txs:  # the common case, kept cheap: appends call this every time
-            return None
-        for tx in reversed(open_txs):
-            if tx.store is self and tx.open:
-                return tx
-        return None
+    # this store's innermost ambient transaction, if any: the function itself as the method (appends ask
+    # every time, and a wrapper would cost them a call)
+    _ambient = ambient_of
 
     def _read(self, fn: Op[T]) -> T:
         tx = self._ambient()
@@ -167,7 +160,7 @@ class SqliteStore(Store, GroupCommitStore):
     def _lifecycle(self, what: str, fn: Op[T], *, isolated: bool = True) -> T:
         """A run-lifecycle write: always through the writer, never inside an ambient transaction."""
         if self._ambient() is not None:
-            raise _in_transaction(what)
+            raise lifecycle_refused(what)
         return self._writer.call(fn, isolated=isolated)
 
     def _lifecycle_async(self, what: str, fn: Op[T]) -> asyncio.Future[T]:
@@ -180,7 +173,7 @@ class SqliteStore(Store, GroupCommitStore):
         then a read: all or nothing without a SAVEPOINT.)
         """
         if self._ambient() is not None:
-            raise _in_transaction(what)
+            raise lifecycle_refused(what)
         return self._writer.submit_async(fn, isolated=False)
 
     def _in_transaction(self, tx: SqliteTransaction, fn: Op[T]) -> T:
@@ -528,69 +521,14 @@ class SqliteStore(Store, GroupCommitStore):
 
     # --- transactions ----------------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[SqliteTransaction]:
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
         """Open a transaction that appends and reads in this context join (spec §8.2; module docstring).
 
         Commits when the block ends normally, rolls back (discarding the entries appended inside) when it
         raises — including a suspension. Nested, it is a SAVEPOINT of the enclosing transaction.
         """
-        outer = self._ambient()
-        conn: sqlite3.Connection | None = None
-        if outer is not None:
-            name = f"tx{next(SAVEPOINTS)}"
-            with outer.lock:
-                outer.connection.execute(f"SAVEPOINT {name}")
-            tx = SqliteTransaction(self, outer.connection, outer.lock, name)
-        else:
-            conn = self._pool.take()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                self._pool.give(conn)
-                raise _tx_error("begin", exc) from exc
-            except BaseException:
-                self._pool.give(conn)
-                raise
-            tx = SqliteTransaction(self, conn, threading.RLock(), None)
-        token = AMBIENT.set((*AMBIENT.get(), tx))
-        try:
-            yield tx
-        except BaseException:
-            tx.open = False
-            with tx.lock:
-                finish(tx, commit=False)
-            raise
-        else:
-            tx.open = False
-            with tx.lock:
-                try:
-                    finish(tx, commit=True)
-                except sqlite3.Error as exc:
-                    raise _tx_error("commit", exc) from exc
-        finally:
-            tx.open = False
-            AMBIENT.reset(token)
-            if conn is not None:
-                self._pool.give(conn)
+        return open_transaction(self, self._pool)
 
     def _transaction_open(self, tx: StoreTransaction) -> bool:
         return isinstance(tx, SqliteTransaction) and tx.store is self and tx.open
 
-
-def _in_transaction(what: str) -> JournalError:
-    return JournalError(
-        "ERR_JOURNAL_IN_TRANSACTION",
-        f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
-        "their own, and SQLite's one write lock is held by that transaction",
-        hint="make the call before the transaction opens or after it ends",
-    )
-
-
-def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:
-    return JournalError(
-        "ERR_JOURNAL_WRITE_FAILED",
-        f"the SQLite journal could not {what} a transaction: {exc}",
-        hint="check the disk (space, permissions) and whether another process holds the journal locked "
-        "for longer than the busy timeout",
-    )
