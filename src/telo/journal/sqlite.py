@@ -51,19 +51,16 @@ from telo.journal.rules import unknown_run
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group, check_claim
 from telo.journal.sqlite_group import savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
-from telo.journal.sqlite_schema import (
+from telo.journal.sqlite_rows import (
     RECORD_SELECT,
-    Sql,
-    check_options,
     columns_for,
-    connect,
-    create_schema,
     entry_from_row,
     error_json,
     json_text,
     reasons_json,
     record_from_row,
 )
+from telo.journal.sqlite_schema import Sql, check_options, connect, create_schema
 from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
 from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction

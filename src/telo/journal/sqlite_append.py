@@ -39,7 +39,8 @@ from telo.journal.integrity import checksum
 from telo.journal.model import Entry
 from telo.journal.rules import unknown_run
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
-from telo.journal.sqlite_schema import Sql, entry_from_row
+from telo.journal.sqlite_rows import entry_from_row
+from telo.journal.sqlite_schema import Sql
 
 
 class SeqBases:
