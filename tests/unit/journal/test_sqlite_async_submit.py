@@ -215,6 +215,8 @@ def test_commit_queued_commits_on_the_calling_thread_in_fifo_order(store: Sqlite
         assert store.commit_queued() is False
         await asyncio.to_thread(gate.open)
         await asyncio.gather(*first)
+        while store._writer._busy:  # it settles a batch's futures before it lets go of the batch
+            await asyncio.sleep(0.001)
         inline = store.stats.inline_commits
         later = [store.submit_append_async("r1", Entry.decided(f"b{i}", "value", i)) for i in range(5)]
         assert store.commit_queued() is True  # the writer is idle: committed right here ...
