@@ -26,7 +26,8 @@ from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
 from telo.journal.sqlite_group import chunks
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp
-from telo.journal.sqlite_writer import GroupRunner, _Op
+from telo.journal.sqlite_pending import PendingOp
+from telo.journal.sqlite_writer import GroupRunner
 from tests.unit.journal.test_sqlite import Gate
 
 LIVE_A = Holder.for_this_process("worker-a").to_text()  # both name this (live) process
@@ -368,7 +369,7 @@ def fake(store: SqliteStore, kind: str, run: str, n: int = 0) -> Callable[[sqlit
 
 def plan_of(store: SqliteStore, fns: list[Callable[[sqlite3.Connection], Any]]
             ) -> list[tuple[list[int], GroupRunner | None]]:
-    return store._writer._plan([_Op(fn, True, None) for fn in fns])
+    return store._writer._plan([PendingOp(fn, True, None) for fn in fns])
 
 
 def test_plan_groups_kind_by_kind_between_barriers(store: SqliteStore) -> None:
