@@ -216,8 +216,8 @@ class GroupCommitStore(Protocol):
       or the error it would raise. The operation's own error goes to its own future; the rest of its batch
       commits.
     - **durable on settle**, not on return: the future (an asyncio future of the calling loop) settles, on
-      that loop, only once the commit holding the operation returned. Cancelling the future does not
-      withdraw the write.
+      that loop, only once the commit holding the operation returned. A future cancelled before its batch
+      runs withdraws its write (an abandoned await); once the batch runs, the write stands whoever waits.
     - **FIFO**: operations commit in the order they were queued (a run's admission before its appends
       before its completion); a batch may reorder only operations of different runs.
     - **chains** (:mod:`telo.journal.chain`): a write given an execution's ``chain`` is refused
@@ -225,8 +225,9 @@ class GroupCommitStore(Protocol):
       fails, or whose append finds another value stored at its path, breaks the chain. A chained park or
       completion is fenced by the chain's fence.
     - **ambient transactions** (spec §8.2): an append in a context where this store's transaction is open
-      joins it at once — its future is already settled on return; a lifecycle write there raises
-      ``ERR_JOURNAL_IN_TRANSACTION`` at once, as its blocking twin does.
+      joins it at once — its future is already settled on return, and the entry is durable with that
+      transaction; a lifecycle write there raises ``ERR_JOURNAL_IN_TRANSACTION`` at once, as its blocking
+      twin does.
     """
 
     def submit_append_async(self, run: str, entry: Entry, *, fence: Fence | None = None) -> asyncio.Future[Entry]:
