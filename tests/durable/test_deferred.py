@@ -122,7 +122,7 @@ async def _submit_all(store: SqliteStore, chain: WriteChain, entries: list[Entry
                       then_complete: bool) -> list[Any]:
     futures: list[asyncio.Future[Any]] = [store.submit_deferred("r", e, chain) for e in entries]
     if then_complete:
-        futures.append(store.lifecycle_async("complete", "r", Outcome.completed({"steps": {}}), chain=chain))
+        futures.append(store.complete_async("r", Outcome.completed({"steps": {}}), chain=chain))
     return list(await asyncio.gather(*futures, return_exceptions=True))
 
 

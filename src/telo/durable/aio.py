@@ -1,18 +1,21 @@
 """Async access to a synchronous journal store.
 
 Store calls block (a file fsync, a SQLite group commit, a PostgreSQL round trip), so the event loop hands
-them to worker threads; a SQLite store's ``submit_append`` returns a future directly, so a hundred runs
-appending at once wait on one group commit without holding a thread each. The memory store does no I/O and
-is called inline.
+them to worker threads. A store that declares :class:`~telo.journal.store.GroupCommitStore` (SQLite) has its
+appends, admissions, claims, parks, unparks and completions queued for its group commit from the loop's own
+thread instead, each returning an asyncio future: a hundred runs writing at once wait on one commit without
+holding a thread each. A store whose calls never block (``Store.inline_calls``: the memory store) is called
+inline.
 
-Two measured exceptions (benchmarks/durable.py) for the SQLite store:
+Two measured rules (benchmarks/durable.py) for the other calls:
 
-- a run-record read (``read_run``, made before every step's effect for the cancel check) is called inline: it
-  is one primary-key read on a pooled WAL connection, which never waits for the writer — cheaper than the
-  two thread hand-offs of ``to_thread``, which cost more than the read itself and far more on a loaded machine;
-- the other blocking calls go to a dedicated pool with room for many: a lifecycle write (claim, complete,
-  ...) blocks its thread until its group commit, so the default executor's few threads (cores + 4) would cap
-  how many runs' writes share one commit.
+- a run-record read (``read_run``, made before every step's effect for the cancel check) is called inline when
+  the store says it never waits for a writer (``Store.inline_reads``: SQLite's pooled WAL readers) — cheaper
+  than the two thread hand-offs of ``to_thread``, which cost more than the read itself and far more on a loaded
+  machine;
+- the other blocking calls go to a dedicated pool with room for many: a SQLite write made there (a renewal,
+  an update) blocks its thread until its group commit, so the default executor's few threads (cores + 4)
+  would cap how many runs' writes share one commit.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from telo.journal.chain import WriteChain
-from telo.journal.claims import DEFAULT_TTL_MS, Fence
+from telo.journal.claims import Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
-from telo.journal.store import Store
+from telo.journal.store import GroupCommitStore, Store
 
 T = TypeVar("T")
 
@@ -39,38 +42,33 @@ _STORE_THREADS = ThreadPoolExecutor(max_workers=128, thread_name_prefix="telo-st
 class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
-        self._inline = store.kind == "memory"
-        self._inline_reads = self._inline or store.kind == "sqlite"
-        self._submit = getattr(store, "submit_append", None)
-        self._submit_async = getattr(store, "submit_append_async", None)
-        self._status_async = getattr(store, "status_async", None)
-        self._lifecycle_async = getattr(store, "lifecycle_async", None)
-        self._submit_deferred = getattr(store, "submit_deferred", None)
-        self._commit_queued = getattr(store, "commit_queued", None)
+        self._inline = store.inline_calls
+        self._inline_reads = store.inline_calls or store.inline_reads
+        # The store's group-commit operations, if it has them (checked once: a run's every step uses them).
+        self._group: GroupCommitStore | None = store if isinstance(store, GroupCommitStore) else None
 
     @property
     def claim_ttl_ms(self) -> int:
         """The lease of this journal's claims (its ``claimTtl``; 60 s by default)."""
-        return int(getattr(self.sync, "claim_ttl_ms", DEFAULT_TTL_MS))
+        return self.sync.claim_ttl_ms
 
     def chain(self, run: str, fence: Fence | None = None) -> WriteChain | None:
         """A chain for one execution's deferred appends (telo.journal.chain), or None when this store
         cannot defer them (it has no ordered group commit): then every append is awaited."""
-        return WriteChain(run, fence) if self._submit_deferred is not None else None
+        return WriteChain(run, fence) if self._group is not None else None
 
     def commit_queued(self) -> None:
         """Commit the queued writes right here, on the loop's thread, if the store's writer is idle — for an
         execution about to wait for them while no other runs in this process (the loop has nothing else to
         do; a thread hand-off, and under the GIL the writer's wait to run at all, would only add latency)."""
-        if self._commit_queued is not None:
-            self._commit_queued()
+        if self._group is not None:
+            self._group.commit_queued()
 
     def append_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
         """Queue an append of ``chain`` for the group commit without waiting for it (call on the loop thread);
         the future settles once its batch committed. Only for a store :meth:`chain` returned a chain for."""
-        assert self._submit_deferred is not None
-        future: asyncio.Future[Entry] = self._submit_deferred(run, entry, chain)
-        return future
+        assert self._group is not None
+        return self._group.submit_deferred(run, entry, chain)
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._inline:
@@ -79,42 +77,32 @@ class AsyncStore:
         call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(_STORE_THREADS, call)
 
+    # The writes below go to the group commit when the store has one (no thread), else to a thread. Queued on
+    # the loop thread, they see this task's ambient transaction, if any; their futures are settled with the
+    # rest of their batch in one loop wake-up.
+
     async def append(self, run: str, entry: Entry, fence: Fence | None = None) -> Entry:
-        if self._submit_async is not None:
-            # Called on the loop thread, so the store sees this task's ambient transaction, if any; the future
-            # is settled with the rest of its group commit in one loop wake-up.
-            appended: Entry = await self._submit_async(run, entry, fence=fence)
-            return appended
-        if self._submit is not None:
-            # Called on the loop thread, so the store sees this task's ambient transaction, if any.
-            stored: Entry = await asyncio.wrap_future(self._submit(run, entry, fence=fence))
-            return stored
+        if self._group is not None:
+            return await self._group.submit_append_async(run, entry, fence=fence)
         return await self._call(self.sync.append, run, entry, fence=fence)
 
-    async def _lifecycle(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """A lifecycle write: submitted to a SQLite store's group commit (no thread), else on a thread."""
-        if self._lifecycle_async is not None:
-            return await self._lifecycle_async(method, *args, **kwargs)
-        return await self._call(getattr(self.sync, method), *args, **kwargs)
-
     async def admit(self, admission: Admission) -> AdmitResult:
-        admitted: AdmitResult = await self._lifecycle("admit", admission)
-        return admitted
+        if self._group is not None:
+            return await self._group.admit_async(admission)
+        return await self._call(self.sync.admit, admission)
 
     @property
     def admits_queued(self) -> bool:
         """Whether :meth:`submit_admission` can queue an admission (the store has an asynchronous group commit)."""
-        return self._lifecycle_async is not None
+        return self._group is not None
 
     def submit_admission(self, admission: Admission, holder: str, now_ms: int) -> asyncio.Future[AdmitResult]:
         """Queue a new run's admission, claimed by ``holder`` (fencing token 1) for the journal's lease, for the
         group commit and return at once (only when :attr:`admits_queued`): the future settles once it
         committed — admitted means claimed. The body's own writes, queued after it, commit after it (FIFO per
         run)."""
-        assert self._lifecycle_async is not None
-        admitting: asyncio.Future[AdmitResult] = self._lifecycle_async(
-            "admit", admission, claim=Claim(holder, now_ms + self.claim_ttl_ms))
-        return admitting
+        assert self._group is not None
+        return self._group.admit_async(admission, claim=Claim(holder, now_ms + self.claim_ttl_ms))
 
     async def read_run(self, run: str) -> RunRecord | None:
         if self._inline_reads:
@@ -128,9 +116,8 @@ class AsyncStore:
         if self._inline_reads and not shared:
             record = self.sync.read_run(run)
             return None if record is None else record.status
-        if self._status_async is not None:
-            status: str | None = await self._status_async(run)
-            return status
+        if self._group is not None:
+            return await self._group.status_async(run)
         record = await self.read_run(run)
         return None if record is None else record.status
 
@@ -139,31 +126,34 @@ class AsyncStore:
 
     async def park(self, run: str, parked: Parked, chain: WriteChain | None = None,
                    fence: Fence | None = None) -> RunRecord:
-        if chain is not None:  # only a store that made the chain takes it (and its fence)
-            return await self._lifecycle_async("park", run, parked, chain=chain)  # type: ignore[no-any-return,misc]
-        record: RunRecord = await self._lifecycle("park", run, parked, fence=fence)
-        return record
+        if self._group is not None:  # a chain (only a group-commit store makes one) brings its fence
+            return await self._group.park_async(run, parked, chain=chain, fence=fence)
+        return await self._call(self.sync.park, run, parked, fence=fence)
 
     async def unpark(self, run: str) -> bool:
-        unparked: bool = await self._lifecycle("unpark", run)
-        return unparked
+        if self._group is not None:
+            return await self._group.unpark_async(run)
+        return await self._call(self.sync.unpark, run)
 
     def submit_complete(self, run: str, outcome: Outcome, chain: WriteChain) -> asyncio.Future[RunRecord]:
         """Queue the completion behind ``chain``'s deferred appends: it commits only if they all did, and
         needs no wait for them first (FIFO group commit). Only for a store :meth:`chain` returned a chain for."""
-        assert self._lifecycle_async is not None
-        future: asyncio.Future[RunRecord] = self._lifecycle_async("complete", run, outcome, chain=chain)
-        return future
+        assert self._group is not None
+        return self._group.complete_async(run, outcome, chain=chain)
 
     async def complete(self, run: str, outcome: Outcome, fence: Fence | None = None) -> RunRecord:
-        record: RunRecord = await self._lifecycle("complete", run, outcome, fence=fence)
-        return record
+        if self._group is not None:
+            return await self._group.complete_async(run, outcome, fence=fence)
+        return await self._call(self.sync.complete, run, outcome, fence=fence)
 
     async def claim(self, run: str, holder: str, now_ms: int) -> Fence | None:
         """Take the claim for the journal's lease: the fence an execution then writes through, or None if
         refused."""
         asked = time.monotonic()
-        token: int | None = await self._lifecycle("claim", run, holder, self.claim_ttl_ms, now_ms)
+        if self._group is not None:
+            token = await self._group.claim_async(run, holder, self.claim_ttl_ms, now_ms)
+        else:
+            token = await self._call(self.sync.claim, run, holder, self.claim_ttl_ms, now_ms)
         return None if token is None else Fence(holder, token, asked)
 
     async def renew(self, run: str, fence: Fence, now_ms: int) -> bool:

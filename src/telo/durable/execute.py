@@ -167,7 +167,7 @@ async def _execute_recovered(store: AsyncStore, run: str, body: WorkflowBody, ca
     try:
         if fresh:
             state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
-        elif store.sync.kind != "memory":
+        elif not store.sync.inline_calls:  # replaying a long journal reads a file or a database
             state = await asyncio.to_thread(eventlog.recover, store.sync, run)
         else:
             state = eventlog.recover(store.sync, run)

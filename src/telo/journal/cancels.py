@@ -20,10 +20,10 @@ def generation() -> int:
     return _generation
 
 
-def notice(settled: Any = None) -> None:
-    """A store wrote a cancellation: bump the counter once it is durable (``settled`` may be the write's
-    future, when the store returned one)."""
-    if isinstance(settled, asyncio.Future):
+def notice(settled: asyncio.Future[Any] | None = None) -> None:
+    """A store wrote a cancellation: bump the counter once it is durable — at once, or once ``settled``, the
+    write's future (a write queued for a group commit), is done."""
+    if settled is not None:
         settled.add_done_callback(lambda _f: _bump())
     else:
         _bump()

@@ -25,7 +25,6 @@ from telo.journal import cancels, paging, rules
 from telo.journal.claims import Fence
 from telo.journal.file_format import FileState, claim_line, compacted, dump_line, entry_line, run_line
 from telo.journal.file_io import Locked, RunFiles, pread_all
-from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
     AdmitResult,
@@ -37,6 +36,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
+from telo.journal.rules import unknown_run
 from telo.journal.store import Store
 
 _RECORD_FIELDS: Final = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}

@@ -11,7 +11,6 @@ from dataclasses import fields, replace
 from typing import Any
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import JournalError
 from telo.journal import cancels, paging, rules
 from telo.journal.claims import Fence
 from telo.journal.model import (
@@ -30,17 +29,9 @@ from telo.journal.store import Store
 _RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}
 
 
-def unknown_run(run: str) -> JournalError:
-    return JournalError(
-        "ERR_DURABLE_RUN_NOT_FOUND",
-        f"no run {run!r} in this journal",
-        hint="list the journal's runs with `telo runs list`",
-        data={"run": run},
-    )
-
-
 class MemoryStore(Store):
     kind = "memory"
+    inline_calls = True  # no I/O, and its lock is held only for dict work
 
     def __init__(self, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self._clock = clock
@@ -67,7 +58,7 @@ class MemoryStore(Store):
     def _require(self, run: str) -> RunRecord:
         record = self._runs.get(run)
         if record is None:
-            raise unknown_run(run)
+            raise rules.unknown_run(run)
         return record
 
     def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:

@@ -18,12 +18,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
+from psycopg.sql import Composed
 from psycopg_pool import ConnectionPool
 
 from telo.clock import SYSTEM_CLOCK, Clock
@@ -31,7 +30,6 @@ from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalErro
 from telo.journal import cancels, paging
 from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
 from telo.journal.integrity import checksum
-from telo.journal.memory import unknown_run
 from telo.journal.model import (
     Admission,
     AdmitResult,
@@ -42,35 +40,23 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
-from telo.journal.postgres_rows import (
-    ENTRY_COLS,
-    RUN_COLS,
-    columns_for,
-    db_errors,
-    dump,
-    entry_from_row,
-    entry_params,
-    record_from_row,
-)
+from telo.journal.postgres_rows import columns_for, db_errors, dump, entry_from_row, entry_params, record_from_row
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
+from telo.journal.postgres_sql import PgSql
+from telo.journal.postgres_tx import ambient_of, joined, open_transaction
 from telo.journal.postgres_wake import CONNECT_OPTIONS, WakeListener
+from telo.journal.rules import unknown_run
 from telo.journal.store import Store, StoreTransaction, WakeCallback
 
 log = logging.getLogger("telo.journal.postgres")
 
-# Open transactions in this context, innermost last; one variable for every store (see _ambient).
-_AMBIENT: ContextVar[tuple[_PgTransaction, ...]] = ContextVar("telo_pg_ambient", default=())
-
-
-class _PgTransaction(StoreTransaction):
-    def __init__(self, store: PostgresStore, connection: psycopg.Connection[Any]) -> None:
-        self.store = store
-        self.connection = connection
-        self.is_open = True
-
 
 class PostgresStore(Store):
-    """A journal in two PostgreSQL tables named by ``table`` (reference §7; upstream default prefix)."""
+    """A journal in two PostgreSQL tables named by ``table`` (reference §7; upstream default prefix).
+
+    It has no group commit of its own (every call is a round trip on a pooled connection, which the server
+    commits), so it is not a :class:`~telo.journal.store.GroupCommitStore`: an event loop hands its calls to
+    worker threads (:mod:`telo.durable.aio`)."""
 
     kind = "postgres"
 
@@ -114,30 +100,14 @@ class PostgresStore(Store):
             num_workers=2,
             open=True,
         )
-        self._parts: dict[str, sql.Composable] = {
-            "runs": names.runs_id,
-            "entries": names.entries_id,
-            "cols": sql.SQL(", ").join(map(sql.Identifier, RUN_COLS)),
-            "ecols": sql.SQL(", ").join(map(sql.Identifier, ENTRY_COLS)),
-        }
-        self._select_run = self._fmt("SELECT {cols} FROM {runs} WHERE run = %s")
+        self._q = PgSql.for_names(names)
 
     # --- plumbing ---------------------------------------------------------------------------------------
-
-    def _fmt(self, query: str, **extra: sql.Composable) -> sql.Composed:
-        """``query`` with {runs}, {entries}, {cols}, {ecols} (and ``extra``) filled in as quoted SQL."""
-        return sql.SQL(query).format(**self._parts, **extra)
-
-    def _ambient(self) -> _PgTransaction | None:
-        for tx in reversed(_AMBIENT.get()):
-            if tx.store is self and tx.is_open:
-                return tx
-        return None
 
     @contextmanager
     def _conn(self, *, join: bool) -> Iterator[psycopg.Connection[Any]]:
         """The ambient transaction's connection when ``join`` and one is open, else a pooled autocommit one."""
-        tx = self._ambient() if join else None
+        tx = ambient_of(self) if join else None
         if tx is not None:
             yield tx.connection
             return
@@ -145,7 +115,7 @@ class PostgresStore(Store):
             yield conn
 
     def _one(
-        self, query: sql.Composed, params: Mapping[str, Any] | tuple[Any, ...], *, join: bool, action: str
+        self, query: Composed, params: Mapping[str, Any] | tuple[Any, ...], *, join: bool, action: str
     ) -> dict[str, Any] | None:
         with db_errors(action), self._conn(join=join) as conn, conn.cursor(row_factory=dict_row) as cur:
             return cur.execute(query, params).fetchone()
@@ -173,35 +143,27 @@ class PostgresStore(Store):
             "scope": admission.digest_scope,
             "now": now,
         }
-        insert = self._fmt(
-            "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
-            "digest_scope, created_at, updated_at, epoch) VALUES (%(run)s, %(status)s, %(due_at)s, %(inputs)s, "
-            "%(inputs_v)s, %(workflow)s, %(digest)s, %(scope)s, %(now)s, %(now)s, 0) "
-            "ON CONFLICT (run) DO NOTHING RETURNING {cols}"
-        )
-        row = self._one(insert, params, join=False, action="admit a run")
+        row = self._one(self._q.admit, params, join=False, action="admit a run")
         if row is not None:
             # A scheduled run that is already due is worth a wake-up; a future one is found by the sweep,
             # and a running one is executed by its admitter, which claims it right away.
             if admission.status == "scheduled" and admission.due_at is not None and admission.due_at <= now:
                 self._notify(admission.run)
             return AdmitResult(True, record_from_row(row))
-        existing = self._one(self._select_run, (admission.run,), join=False, action="read a run")
+        existing = self._one(self._q.select_run, (admission.run,), join=False, action="read a run")
         if existing is None:  # deleted between the conflict and the read: nothing sane to answer
             raise JournalError("ERR_JOURNAL_FAILED", f"run {admission.run!r} vanished while being admitted")
         return AdmitResult(False, record_from_row(existing))
 
     def read_run(self, run: str) -> RunRecord | None:
-        row = self._one(self._select_run, (run,), join=True, action="read a run")
+        row = self._one(self._q.select_run, (run,), join=True, action="read a run")
         return None if row is None else record_from_row(row)
 
-    def _update(self, run: str, assignments: str, params: Mapping[str, Any], action: str,
+    def _update(self, run: str, query: Composed, params: Mapping[str, Any], action: str,
                 fence: Fence | None = None) -> RunRecord:
-        """One UPDATE of the run's row — with ``fence``, only while the run's claim is the fence's (the UPDATE's
-        row lock and its re-check of the condition make that exact against a concurrent takeover)."""
-        where = "run = %(run)s" + ("" if fence is None else " AND claim_holder = %(f_holder)s AND "
-                                   "claim_fence = %(f_token)s")
-        query = self._fmt(f"UPDATE {{runs}} SET {assignments} WHERE {where} RETURNING {{cols}}")
+        """One UPDATE of the run's row — with ``fence`` (``query`` its fenced statement), only while the run's
+        claim is the fence's (the UPDATE's row lock and its re-check of the condition make that exact against a
+        concurrent takeover)."""
         if fence is not None:
             params = {**params, "f_holder": fence.holder, "f_token": fence.token}
         row = self._one(query, {**params, "run": run}, join=False, action=action)
@@ -213,18 +175,14 @@ class PostgresStore(Store):
 
     def _refuse(self, run: str, fence: Fence, what: str) -> None:
         """Raise ``ClaimLost`` for a fenced write that found another claim (returns for an unknown run)."""
-        row = self._one(self._fmt("SELECT claim_holder, claim_fence FROM {runs} WHERE run = %s"), (run,),
-                        join=False, action="read a claim")
+        row = self._one(self._q.claim_of, (run,), join=False, action="read a claim")
         if row is not None:
             raise fence_refused(run, fence, what, row["claim_holder"], row["claim_fence"])
 
     def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:
         record = self._update(
             run,
-            "status = %(status)s, result = %(result)s, result_codec_version = %(result_v)s, error = %(error)s, "
-            "collapsed_regions = %(regions)s, collapse_reasons = %(reasons)s, replayed_steps = %(replayed)s, "
-            "due_at = NULL, parked_path = NULL, parked_resource = NULL, parked_token = NULL, "
-            "parked_reason = NULL, claim_holder = NULL, claim_until = NULL, updated_at = %(now)s",
+            self._q.complete if fence is None else self._q.complete_fenced,
             {
                 "status": outcome.status,
                 "result": outcome.result,
@@ -243,12 +201,9 @@ class PostgresStore(Store):
         return record
 
     def park(self, run: str, parked: Parked, *, fence: Fence | None = None) -> RunRecord:
-        release = "" if fence is not None else "claim_holder = NULL, claim_until = NULL, "  # fenced: kept
         return self._update(
             run,
-            "status = 'parked', parked_path = %(path)s, parked_resource = %(resource)s, parked_token = %(token)s, "
-            f"parked_reason = %(reason)s, due_at = %(at)s, {release}"
-            "updated_at = %(now)s",
+            self._q.park if fence is None else self._q.park_fenced,  # fenced: the claim is kept
             {
                 "path": parked.path,
                 "resource": parked.resource,
@@ -262,25 +217,15 @@ class PostgresStore(Store):
         )
 
     def unpark(self, run: str) -> bool:
-        query = self._fmt(
-            "UPDATE {runs} SET status = 'running', parked_path = NULL, parked_resource = NULL, "
-            "parked_token = NULL, parked_reason = NULL, due_at = NULL, updated_at = %s "
-            "WHERE run = %s AND status = 'parked'"
-        )
         with db_errors("unpark a run"), self._pool.connection() as conn:
-            changed = conn.execute(query, (self._clock.now_ms(), run)).rowcount > 0
+            changed = conn.execute(self._q.unpark, (self._clock.now_ms(), run)).rowcount > 0
         if changed:
             self._notify(run)
         return changed
 
     def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
         columns = {"updated_at": self._clock.now_ms(), **columns_for(changes)}
-        assignments = sql.SQL(", ").join(
-            sql.SQL("{} = {}").format(sql.Identifier(col), sql.Placeholder(col)) for col in columns
-        )
-        where = "run = %(run)s" + ("" if fence is None else " AND claim_holder = %(f_holder)s AND "
-                                   "claim_fence = %(f_token)s")
-        query = self._fmt(f"UPDATE {{runs}} SET {{set}} WHERE {where} RETURNING {{cols}}", set=assignments)
+        query = self._q.update(columns, fenced=fence is not None)
         params = {**columns, "run": run}
         if fence is not None:
             params.update(f_holder=fence.holder, f_token=fence.token)
@@ -292,11 +237,7 @@ class PostgresStore(Store):
         return record_from_row(row)
 
     def run_parked_on(self, token: str) -> RunRecord | None:
-        query = self._fmt(
-            "SELECT {cols} FROM {runs} WHERE parked_token = %s AND status = 'parked' "
-            'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1'
-        )
-        row = self._one(query, (token,), join=True, action="find a parked run")
+        row = self._one(self._q.parked_on, (token,), join=True, action="find a parked run")
         return None if row is None else record_from_row(row)
 
     def _dead_local_holders(self, conn: psycopg.Connection[Any], now_ms: int) -> list[str]:
@@ -305,28 +246,14 @@ class PostgresStore(Store):
         Only a handful of distinct holders exist (one per workflow instance and resumer), so they are
         checked in Python and handed back to SQL as a list, keeping the due query's LIMIT exact.
         """
-        query = self._fmt(
-            "SELECT DISTINCT claim_holder FROM {runs} WHERE claim_until > %s AND position(%s in claim_holder) > 0"
-        )
-        rows = conn.execute(query, (now_ms, f"@{this_host()}:")).fetchall()
+        rows = conn.execute(self._q.dead_holder_candidates, (now_ms, f"@{this_host()}:")).fetchall()
         return [r[0] for r in rows if holder_is_dead(r[0])]
 
     def due_runs(self, now_ms: int, limit: int) -> list[str]:
-        query = self._fmt(
-            "SELECT r.run FROM {runs} r "
-            "WHERE (r.claim_until IS NULL OR r.claim_until <= %(now)s OR r.claim_holder IS NULL "
-            "       OR r.claim_holder = '' OR r.claim_holder = ANY(%(dead)s)) "
-            "  AND (r.status = 'running' "
-            "       OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
-            "       OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
-            "           (SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path)))) "
-            'ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s '
-            "FOR UPDATE OF r SKIP LOCKED"
-        )
         # A short transaction of its own: SKIP LOCKED passes over rows a concurrent sweep is looking at.
         with db_errors("look for due runs"), self._pool.connection() as conn, conn.transaction():
             dead = self._dead_local_holders(conn, now_ms)
-            rows = conn.execute(query, {"now": now_ms, "dead": dead, "limit": max(limit, 0)}).fetchall()
+            rows = conn.execute(self._q.due, {"now": now_ms, "dead": dead, "limit": max(limit, 0)}).fetchall()
         return [r[0] for r in rows]
 
     def list_runs(self, flt: RunFilter) -> RunPage:
@@ -344,11 +271,7 @@ class PostgresStore(Store):
         if flt.after is not None:
             params["c_at"], params["c_run"] = paging.decode_cursor(flt.after)
             where.append('(COALESCE(created_at, 0), run COLLATE "C") < (%(c_at)s, %(c_run)s)')
-        query = self._fmt(
-            "SELECT {cols} FROM {runs}"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + ' ORDER BY COALESCE(created_at, 0) DESC, run COLLATE "C" DESC LIMIT %(limit)s'
-        )
+        query = self._q.list_runs(where)
         with db_errors("list runs"), self._conn(join=True) as conn, conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(query, params).fetchall()
         records = [record_from_row(r) for r in rows]
@@ -358,19 +281,13 @@ class PostgresStore(Store):
     # --- claims -----------------------------------------------------------------------------------------
 
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
-        grant = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = COALESCE(claim_fence, 0) + 1"
-        take = self._fmt(
-            f"UPDATE {{runs}} SET {grant} WHERE run = %(run)s AND "
-            "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '') "
-            "RETURNING claim_fence"
-        )
+        q = self._q
         params = {"h": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
         with db_errors("claim a run"), self._pool.connection() as conn:
-            granted = conn.execute(take, params).fetchone()
+            granted = conn.execute(q.claim, params).fetchone()
             if granted is not None:
                 return int(granted[0])
-            row = conn.execute(self._fmt("SELECT claim_holder, claim_until FROM {runs} WHERE run = %s"), (run,))
-            current = row.fetchone()
+            current = conn.execute(q.claim_current, (run,)).fetchone()
             if current is None:
                 return None
             other, until = current
@@ -378,90 +295,55 @@ class PostgresStore(Store):
                 return None
             # Its holder is a dead process on this host: take over now rather than waiting out the TTL, but
             # only if the claim is still the one we judged (compare-and-set against a concurrent taker).
-            cas = self._fmt(
-                f"UPDATE {{runs}} SET {grant} "
-                "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s RETURNING claim_fence"
-            )
-            taken = conn.execute(cas, {**params, "other": other, "was": until}).fetchone()
+            taken = conn.execute(q.claim_from, {**params, "other": other, "was": until}).fetchone()
             return None if taken is None else int(taken[0])
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
-        query = self._fmt(
-            "UPDATE {runs} SET claim_until = %s WHERE run = %s AND claim_holder = %s AND claim_fence = %s"
-        )
         with db_errors("renew a claim"), self._pool.connection() as conn:
-            return conn.execute(query, (now_ms + ttl_ms, run, fence.holder, fence.token)).rowcount > 0
+            return conn.execute(self._q.renew, (now_ms + ttl_ms, run, fence.holder, fence.token)).rowcount > 0
 
     def release(self, run: str, holder: str, token: int | None = None) -> None:
-        query = self._fmt(
-            "UPDATE {runs} SET claim_holder = NULL, claim_until = NULL WHERE run = %s AND claim_holder = %s"
-            + ("" if token is None else " AND claim_fence = %s")
-        )
+        query = self._q.release if token is None else self._q.release_fenced
         with db_errors("release a claim"), self._pool.connection() as conn:
             conn.execute(query, (run, holder) if token is None else (run, holder, token))
 
     def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
         """One transaction: the parked run's row locked (a racing delivery waits, then finds it unparked), the
         entry stored at its park path unless one is there, the run unparked."""
-        find = self._fmt(
-            "SELECT run, parked_path FROM {runs} WHERE parked_token = %s AND status = 'parked' "
-            'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1 FOR UPDATE'
-        )
-        insert = self._fmt(
-            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, checksum) "
-            "VALUES (%s, %s, 'step', NULL, NULL, %s, %s, %s) ON CONFLICT (run, path) DO NOTHING RETURNING seq"
-        )
-        unpark = self._fmt(
-            "UPDATE {runs} SET status = 'running', parked_path = NULL, parked_resource = NULL, "
-            "parked_token = NULL, parked_reason = NULL, due_at = NULL, updated_at = %s WHERE run = %s"
-        )
+        q = self._q
         with db_errors("deliver to a parked run"), self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(find, (token,)).fetchone()
+            row = conn.execute(q.deliver_find, (token,)).fetchone()
             if row is None:
                 return None
             run, path = row
             crc = checksum(Entry(path, "step", value, v, None, None))
-            if conn.execute(insert, (run, path, value, v, crc)).fetchone() is None:
+            if conn.execute(q.deliver_insert, (run, path, value, v, crc)).fetchone() is None:
                 return None  # another delivery stored its payload first
-            conn.execute(unpark, (self._clock.now_ms(), run))
+            conn.execute(q.deliver_unpark, (self._clock.now_ms(), run))
         self._notify(run)
         return str(run)
 
     # --- entries ----------------------------------------------------------------------------------------
 
     def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
-        # INSERT … SELECT … WHERE EXISTS refuses an entry for a run never admitted, like the memory store;
-        # the casts type the parameters, which a bare SELECT list would leave as text. A fenced append reads
-        # the run's row FOR SHARE: a concurrent takeover (an UPDATE of that row) then either waits for this
-        # entry to commit — and its new holder reads it — or commits first, and the re-checked condition
-        # refuses the entry.
-        where = "WHERE EXISTS (SELECT 1 FROM {runs} WHERE run = %(run)s)" if fence is None else \
-            "FROM {runs} r WHERE r.run = %(run)s AND r.claim_holder = %(f_holder)s AND r.claim_fence = %(f_token)s " \
-            "FOR SHARE OF r"
-        insert = self._fmt(
-            "INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, checksum) "
-            "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, %(target)s::text, "
-            f"%(value)s::text, %(v)s::integer, %(checksum)s::bigint {where} "
-            "ON CONFLICT (run, path) DO NOTHING RETURNING seq"
-        )
+        # first writer wins; a fenced append is refused once the run's claim is not the fence's (PgSql.append*)
+        q = self._q
         params = entry_params(run, entry)
         if fence is not None:
             params.update(f_holder=fence.holder, f_token=fence.token)
-        stored = self._fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s")
         with db_errors("append a journal entry"), self._conn(join=True) as conn:
-            row = conn.execute(insert, params).fetchone()
+            row = conn.execute(q.append if fence is None else q.append_fenced, params).fetchone()
             if row is not None:
                 return entry.with_seq(row[0])
             if fence is not None:
-                claim = conn.execute(self._fmt("SELECT claim_holder, claim_fence FROM {runs} WHERE run = %s"),
-                                     (run,)).fetchone()
+                claim = conn.execute(q.claim_of, (run,)).fetchone()
                 if claim is not None and (claim[0] != fence.holder or claim[1] != fence.token):
                     raise fence_refused(run, fence, f"the entry at {entry.path!r}", claim[0], claim[1])
             with conn.cursor(row_factory=dict_row) as cur:
-                first = cur.execute(stored, (run, entry.path)).fetchone()
+                first = cur.execute(q.select_entry, (run, entry.path)).fetchone()
             if first is not None:
                 return entry_from_row(run, first)  # first writer wins: hand back what is stored
-            exists = conn.execute(self._fmt("SELECT 1 FROM {runs} WHERE run = %s"), (run,)).fetchone()
+            exists = conn.execute(q.run_exists, (run,)).fetchone()
         if exists is None:
             raise unknown_run(run)
         raise JournalCorrupt(
@@ -471,15 +353,13 @@ class PostgresStore(Store):
         )
 
     def read_entries(self, run: str) -> list[Entry]:
-        query = self._fmt("SELECT {ecols} FROM {entries} WHERE run = %s ORDER BY seq")
         with db_errors("read journal entries"), self._conn(join=True) as c, c.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(query, (run,)).fetchall()
+            rows = cur.execute(self._q.select_entries, (run,)).fetchall()
         return [entry_from_row(run, r) for r in rows]
 
     def truncate_before(self, run: str, seq: int) -> int:
-        query = self._fmt("DELETE FROM {entries} WHERE run = %s AND seq < %s")
         with db_errors("truncate journal entries"), self._conn(join=True) as conn:
-            return conn.execute(query, (run, seq)).rowcount
+            return conn.execute(self._q.truncate, (run, seq)).rowcount
 
     # --- transactions, wake-ups, lifecycle -------------------------------------------------------------
 
@@ -495,54 +375,10 @@ class PostgresStore(Store):
         Commits when the block ends normally, rolls back (with every entry appended inside) when it raises.
         Opened while another of this store's transactions is ambient, it is a SAVEPOINT on that connection.
         """
-        return self._transaction()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[StoreTransaction]:
-        outer = self._ambient()
-        if outer is not None:
-            with self._open(outer.connection) as tx:
-                yield tx
-            return
-        with db_errors("open a transaction"):
-            conn = self._pool.getconn()
-        try:
-            with self._open(conn) as tx:
-                yield tx
-        finally:
-            self._pool.putconn(conn)
-
-    @contextmanager
-    def _open(self, conn: psycopg.Connection[Any]) -> Iterator[StoreTransaction]:
-        tx = _PgTransaction(self, conn)
-        body_done = False
-        try:
-            with conn.transaction():  # BEGIN (or SAVEPOINT); COMMIT on normal exit, ROLLBACK on any raise
-                token = _AMBIENT.set((*_AMBIENT.get(), tx))
-                try:
-                    yield tx
-                finally:
-                    tx.is_open = False
-                    _AMBIENT.reset(token)
-                body_done = True
-        except psycopg.Error as exc:
-            if not body_done:
-                raise  # the body's own error (for example its SQL) reaches the caller unchanged
-            raise JournalError(
-                "ERR_JOURNAL_FAILED",
-                f"the PostgreSQL journal transaction failed to commit: {exc}",
-                data={"sqlstate": exc.sqlstate} if exc.sqlstate else None,
-            ) from exc
+        return open_transaction(self, self._pool)
 
     def _transaction_open(self, tx: StoreTransaction) -> bool:
-        # "Exactly when" (spec §8.2): open, and the very transaction our appends in this context join.
-        ambient = self._ambient()
-        return (
-            isinstance(tx, _PgTransaction)
-            and tx.is_open
-            and ambient is not None
-            and ambient.connection is tx.connection
-        )
+        return joined(self, tx)
 
     def subscribe_wake(self, callback: WakeCallback) -> Callable[[], None] | None:
         listener = WakeListener(self._url, self._names.channel, callback)

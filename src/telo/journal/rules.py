@@ -1,7 +1,8 @@
 """The run-lifecycle rules every store applies, written once (reference §7 "due", §6 "Claims").
 
 SQL stores express the same rules in their WHERE clauses; the memory and file stores call these directly,
-and the conformance suite holds all of them to the same answers.
+and the conformance suite holds all of them to the same answers. Every store raises :func:`unknown_run` for a
+write to a run it does not hold.
 """
 
 from __future__ import annotations
@@ -9,8 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from telo.errors import JournalError
 from telo.journal.claims import Fence, fence_refused, holder_is_dead
 from telo.journal.model import Claim, Outcome, Parked, RunRecord
+
+
+def unknown_run(run: str) -> JournalError:
+    """The error of a write (or a read that needs the run) naming a run the journal does not hold."""
+    return JournalError(
+        "ERR_DURABLE_RUN_NOT_FOUND",
+        f"no run {run!r} in this journal",
+        hint="list the journal's runs with `telo runs list`",
+        data={"run": run},
+    )
 
 
 def claim_is_live(claim: Claim | None, now_ms: int) -> bool:

@@ -23,64 +23,29 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import fields
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import JournalError
-from telo.journal import cancels, paging
+from telo.journal import cancels
+from telo.journal import sqlite_reads as reads
+from telo.journal import sqlite_writes as writes
 from telo.journal.chain import WriteChain
-from telo.journal.claims import Fence, holder_is_dead
-from telo.journal.integrity import checksum
-from telo.journal.memory import unknown_run
-from telo.journal.model import (
-    Admission,
-    AdmitResult,
-    Claim,
-    Entry,
-    Outcome,
-    Parked,
-    RunFilter,
-    RunPage,
-    RunRecord,
-)
-from telo.journal.sqlite_append import AppendOp, SeqBases, append_group, check_claim
-from telo.journal.sqlite_group import savepoint
+from telo.journal.claims import Fence
+from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+from telo.journal.sqlite_append import AppendOp, SeqBases, TargetTexts, append_group
+from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
-from telo.journal.sqlite_schema import (
-    RECORD_SELECT,
-    Sql,
-    check_options,
-    columns_for,
-    connect,
-    create_schema,
-    entry_from_row,
-    error_json,
-    json_text,
-    reasons_json,
-    record_from_row,
-)
-from telo.journal.sqlite_tx import AMBIENT, SAVEPOINTS, Pool, SqliteTransaction, finish
+from telo.journal.sqlite_rows import error_json, reasons_json
+from telo.journal.sqlite_schema import Sql, check_options, connect, create_schema
+from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
 from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
-from telo.journal.store import Store, StoreTransaction
+from telo.journal.store import GroupCommitStore, Store, StoreTransaction
 
 T = TypeVar("T")
-Op = Callable[[sqlite3.Connection], T]
-
-# lifecycle_async: while set, _lifecycle submits its operation and returns the future instead of waiting for it.
-_SUBMITTING: ContextVar[bool] = ContextVar("telo_sqlite_submitting", default=False)
-# The lifecycle writes lifecycle_async serves: each returns its _lifecycle result as is.
-_ASYNC_LIFECYCLE = frozenset({"admit", "claim", "complete", "park", "unpark"})
-
-# update_run takes RunRecord field names; updated_at is the store's to set (as in the memory store).
-_RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "updated_at", "claim", "fence"}
 
 
 def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
@@ -88,10 +53,17 @@ def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
     pool.close()
 
 
-class SqliteStore(Store):
-    """A journal in one SQLite file (see the module docstring)."""
+class SqliteStore(Store, GroupCommitStore):
+    """A journal in one SQLite file (see the module docstring); its writes queued from an event loop share the
+    group commit (:class:`telo.journal.store.GroupCommitStore`).
+
+    The store decides where each operation runs — a read on the pool (:mod:`telo.journal.sqlite_reads`), a
+    write through the writer, grouped (:mod:`telo.journal.sqlite_append`, :mod:`telo.journal.sqlite_lifecycle`)
+    or not (:mod:`telo.journal.sqlite_writes`), an entry write or a read inside the ambient transaction.
+    """
 
     kind = "sqlite"
+    inline_reads = True  # a WAL read on a pooled connection, which never waits for the writer
 
     def __init__(
         self,
@@ -121,7 +93,7 @@ class SqliteStore(Store):
             groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group)),
             after_begin=self._seqs.sync, before_other=self._seqs.clear, after_failure=self._seqs.clear,
         )
-        self._targets: dict[tuple[tuple[str, str], ...], str] = {}
+        self._targets = TargetTexts()
         # status_async: per event loop, the runs whose status was asked for in this loop iteration
         self._status_asks: dict[asyncio.AbstractEventLoop, dict[str, list[asyncio.Future[str | None]]]] = {}
         # The pool must not reference self, or the finalizer below would keep the store alive forever.
@@ -148,14 +120,9 @@ class SqliteStore(Store):
 
     # --- plumbing: where a call runs ---------------------------------------------------------------------
 
-    def _ambient(self) -> SqliteTransaction | None:
-        open_txs = AMBIENT.get()
-        if not open_txs:  # the common case, kept cheap: appends call this every time
-            return None
-        for tx in reversed(open_txs):
-            if tx.store is self and tx.open:
-                return tx
-        return None
+    # this store's innermost ambient transaction, if any: the function itself as the method (appends ask
+    # every time, and a wrapper would cost them a call)
+    _ambient = ambient_of
 
     def _read(self, fn: Op[T]) -> T:
         tx = self._ambient()
@@ -168,36 +135,25 @@ class SqliteStore(Store):
         finally:
             self._pool.give(conn)
 
-    def _lifecycle(self, what: str, fn: Op[T], *, isolated: bool = True) -> T:
-        """A run-lifecycle write: always through the writer, never inside an ambient transaction."""
+    def _lifecycle(self, what: str, fn: Op[T], *, isolated: bool = False) -> T:
+        """A run-lifecycle write: always through the writer, never inside an ambient transaction.
+        ``isolated`` (a SAVEPOINT around it) only for one of several statements: one is all or nothing."""
         if self._ambient() is not None:
-            raise JournalError(
-                "ERR_JOURNAL_IN_TRANSACTION",
-                f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
-                "their own, and SQLite's one write lock is held by that transaction",
-                hint="make the call before the transaction opens or after it ends",
-            )
-        if _SUBMITTING.get():  # lifecycle_async: the caller awaits the future
-            return self._writer.submit_async(fn, isolated=isolated)  # type: ignore[return-value]
+            raise lifecycle_refused(what)
         return self._writer.call(fn, isolated=isolated)
 
-    def lifecycle_async(self, method: str, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
-        """``admit``, ``claim``, ``complete``, ``park`` or ``unpark`` for a caller on an event loop (called on
-        its thread): the same operation, submitted to the group commit with an asyncio future
-        rather than run on a thread that blocks until its commit.
+    def _lifecycle_async(self, what: str, fn: Op[T]) -> asyncio.Future[T]:
+        """:meth:`_lifecycle` for a caller on an event loop (on its thread): the operation is queued for the
+        group commit with an asyncio future, rather than run on a thread that blocks until its commit.
 
         Why (benchmarks/durable.py): every run admits, claims and completes; on a worker thread each of those
         cost two thread hand-offs and a blocked thread, and the executor's thread count capped how many of
-        them one group commit could take.
+        them one group commit could take. (Every lifecycle write served so is one statement, or an UPDATE
+        then a read: all or nothing without a SAVEPOINT.)
         """
-        if method not in _ASYNC_LIFECYCLE:
-            raise ValueError(f"not an asynchronous lifecycle write: {method!r}")
-        token = _SUBMITTING.set(True)
-        try:
-            future: asyncio.Future[Any] = getattr(self, method)(*args, **kwargs)
-        finally:
-            _SUBMITTING.reset(token)
-        return future
+        if self._ambient() is not None:
+            raise lifecycle_refused(what)
+        return self._writer.submit_async(fn, isolated=False)
 
     def _in_transaction(self, tx: SqliteTransaction, fn: Op[T]) -> T:
         """Run an entry write on the ambient transaction's connection, undoing only it should it raise."""
@@ -219,31 +175,18 @@ class SqliteStore(Store):
     def admit(self, admission: Admission, *, claim: Claim | None = None) -> AdmitResult:
         """``claim``: the new run's first claim, written with its row (a run started by this process is
         executed by it; SQLite only). A run that already exists keeps its claim, whatever it is."""
-        op = AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs)
-        return self._lifecycle("admit", op, isolated=False)  # one INSERT OR IGNORE, then a read
+        # one INSERT OR IGNORE, then a read
+        return self._lifecycle("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
+
+    def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
+        return self._lifecycle_async("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
 
     def read_run(self, run: str) -> RunRecord | None:
-        sql = self._sql
-
-        def op(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(sql.select_run, (run,)).fetchone()
-            return None if row is None else record_from_row(row)
-
-        return self._read(op)
+        return self._read(reads.run_record(self._sql, run))
 
     def read_statuses(self, runs: list[str]) -> dict[str, str]:
         """The status of each of ``runs`` that exists, read at once (the cancel checks of many runs)."""
-        table = self._sql.runs
-
-        def op(conn: sqlite3.Connection) -> dict[str, str]:
-            found: dict[str, str] = {}
-            for i in range(0, len(runs), 500):
-                chunk = runs[i:i + 500]
-                marks = ", ".join("?" * len(chunk))
-                found.update(conn.execute(f"SELECT run, status FROM {table} WHERE run IN ({marks})", chunk))
-            return found
-
-        return self._read(op)
+        return self._read(reads.statuses(self._sql, runs))
 
     def status_async(self, run: str) -> asyncio.Future[str | None]:
         """The run's status (None if unknown), for a caller on an event loop (called on its thread).
@@ -267,148 +210,70 @@ class SqliteStore(Store):
         return future
 
     def _answer_statuses(self, loop: asyncio.AbstractEventLoop) -> None:
-        asks = self._status_asks.pop(loop, {})
-        try:
-            found = self.read_statuses(list(asks))
-        except BaseException as exc:
-            for futures in asks.values():
-                for future in futures:
-                    if not future.done():
-                        future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for run, futures in asks.items():
-            for future in futures:
-                if not future.done():
-                    future.set_result(found.get(run))
-
-    def _update(self, what: str, run: str, stmt: str, params: tuple[Any, ...],
-                chain: WriteChain | None = None, fence: Fence | None = None) -> RunRecord:
-        """One UPDATE of the run's row; ``fence``: ``stmt`` ends with the fence's condition (holder, token)."""
-        returning = f"{stmt} RETURNING {RECORD_SELECT}"  # the updated record, without a read after it
-        sql = self._sql
-        if fence is not None:
-            params = (*params, fence.holder, fence.token)
-
-        def op(conn: sqlite3.Connection) -> RunRecord:
-            if chain is not None:
-                chain.check()  # settle nothing over a hole in the execution's deferred writes
-            row = conn.execute(returning, params).fetchone()
-            if row is None:
-                if fence is not None:
-                    check_claim(conn, sql, run, fence, f"the {what}")
-                raise unknown_run(run)
-            return record_from_row(row)
-
-        # One UPDATE, all or nothing (nothing written when it raises): no SAVEPOINT needed.
-        return self._lifecycle(what, op, isolated=False)
+        reads.answer_statuses(self._status_asks.pop(loop, {}), self.read_statuses)
 
     def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
                  fence: Fence | None = None) -> RunRecord:
         """``chain``: the execution's deferred appends (telo.journal.chain) — the completion commits only if
         every one of them did; queued after them, it needs no wait for them first."""
-        o = outcome
+        record = self._lifecycle("complete", self._complete_op(run, outcome, chain, fence))
+        if outcome.status == "cancelled":
+            cancels.notice()
+        return record
+
+    def complete_async(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
+                       fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        future = self._lifecycle_async("complete", self._complete_op(run, outcome, chain, fence))
+        if outcome.status == "cancelled":
+            cancels.notice(future)
+        return future
+
+    def _complete_op(self, run: str, o: Outcome, chain: WriteChain | None, fence: Fence | None) -> CompleteOp:
         params = (o.status, o.result, o.result_v, error_json(o.error), o.collapsed_regions,
                   reasons_json(o.collapse_reasons), o.replayed_steps, self._clock.now_ms(), run)
-        op = CompleteOp(self._sql, run, params, chain, fence, self._seqs)
-        record: RunRecord = self._lifecycle("complete", op, isolated=False)
-        if o.status == "cancelled":
-            cancels.notice(record)
-        return record
+        return CompleteOp(self._sql, run, params, chain, fence, self._seqs)
 
     def park(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
              fence: Fence | None = None) -> RunRecord:
-        p = parked
-        params = (p.path, p.resource, p.token, p.at, p.reason, p.at, self._clock.now_ms(), run)
-        fence = fence if fence is not None or chain is None else chain.fence
-        stmt = self._sql.park if fence is None else self._sql.park_fenced
-        return self._update("park", run, stmt, params, chain, fence)
+        return self._lifecycle("park", writes.park(self._sql, run, parked, self._clock.now_ms(), chain, fence))
+
+    def park_async(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
+                   fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        return self._lifecycle_async("park", writes.park(self._sql, run, parked, self._clock.now_ms(), chain, fence))
 
     def unpark(self, run: str) -> bool:
-        stmt, params = self._sql.unpark, (self._clock.now_ms(), run)
-        return self._lifecycle("unpark", lambda conn: conn.execute(stmt, params).rowcount > 0, isolated=False)
+        return self._lifecycle("unpark", writes.unpark(self._sql, run, self._clock.now_ms()))
+
+    def unpark_async(self, run: str) -> asyncio.Future[bool]:
+        return self._lifecycle_async("unpark", writes.unpark(self._sql, run, self._clock.now_ms()))
 
     def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
-        bad = set(changes) - _RECORD_FIELDS
-        if bad:
-            raise TypeError(f"not run record fields: {sorted(bad)}")
-        cols: list[tuple[str, Any]] = []
-        for name, value in changes.items():
-            cols += columns_for(name, value)
-        cols.append(("updated_at", self._clock.now_ms()))
-        stmt = self._sql.update([c for c, _ in cols], fenced=fence is not None)
-        return self._update("record update", run, stmt, (*(v for _, v in cols), run), fence=fence)
+        op = writes.record_update(self._sql, run, changes, self._clock.now_ms(), fence)
+        return self._lifecycle("record update", op)
 
     def run_parked_on(self, token: str) -> RunRecord | None:
-        stmt = self._sql.parked_on
-
-        def op(conn: sqlite3.Connection) -> RunRecord | None:
-            row = conn.execute(stmt, (token,)).fetchone()
-            return None if row is None else record_from_row(row)
-
-        return self._read(op)
+        return self._read(reads.parked_on(self._sql, token))
 
     def due_runs(self, now_ms: int, limit: int) -> list[str]:
         """reference §7 dueRuns; a live-by-time claim counts as free when its holder died on this host."""
-        sql = self._sql
-
-        def op(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-            free = conn.execute(sql.due_free, {"now": now_ms, "limit": limit}).fetchall()
-            claimed = conn.execute(sql.due_claimed, {"now": now_ms}).fetchall()
-            return free, claimed
-
-        free, claimed = self._read(op)
-        dead: dict[str, bool] = {}  # few distinct holders (one per process): probe each once
-        due = {run: due_at for run, due_at in free}
-        for run, due_at, holder in claimed:
-            if holder not in dead:
-                dead[holder] = holder_is_dead(holder)
-            if dead[holder]:
-                due[run] = due_at
-        ordered = sorted(due.items(), key=lambda rd: (rd[1] is not None, rd[1] or 0, rd[0]))
-        return [run for run, _ in ordered[:limit]]
+        return reads.due_order(self._read(reads.due_candidates(self._sql, now_ms, limit)), limit)
 
     def list_runs(self, flt: RunFilter) -> RunPage:
-        params: dict[str, Any] = {"status": flt.status, "workflow": flt.workflow, "since": flt.since,
-                                  "limit": flt.limit + 1}
-        if flt.after is not None:
-            params["after_created"], params["after_run"] = paging.decode_cursor(flt.after)
-        stmt = self._sql.list_runs(flt.status is not None, flt.workflow is not None, flt.since is not None,
-                                   flt.after is not None)
-        rows = self._read(lambda conn: conn.execute(stmt, params).fetchall())
-        runs = [record_from_row(r) for r in rows]
-        page, more = runs[: flt.limit], len(runs) > flt.limit
-        return RunPage(page, paging.encode_cursor(page[-1]) if more and page else None)
+        return self._read(reads.runs_page(self._sql, flt))
 
     # --- claims --------------------------------------------------------------------------------------------
 
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
-        sql = self._sql
-        params = {"holder": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
+        return self._lifecycle("claim", writes.claim(self._sql, run, holder, ttl_ms, now_ms))
 
-        def op(conn: sqlite3.Connection) -> int | None:
-            granted = conn.execute(sql.claim, params).fetchone()
-            if granted is not None:
-                return int(granted[0])
-            row = conn.execute(sql.holder_of, (run,)).fetchone()
-            if row is None or row[0] is None or not holder_is_dead(row[0]):
-                return None  # unknown run, or another live holder
-            # Taken over only if the claim still names the holder we found dead (compare-and-set).
-            taken = conn.execute(sql.claim_from, {**params, "old": row[0]}).fetchone()
-            return None if taken is None else int(taken[0])
-
-        return self._lifecycle("claim", op, isolated=False)  # each UPDATE is all or nothing on its own
+    def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
+        return self._lifecycle_async("claim", writes.claim(self._sql, run, holder, ttl_ms, now_ms))
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
-        stmt = self._sql.renew
-        params = {"until": now_ms + ttl_ms, "run": run, "holder": fence.holder, "token": fence.token}
-        return self._lifecycle("renew", lambda conn: conn.execute(stmt, params).rowcount == 1, isolated=False)
+        return self._lifecycle("renew", writes.renew(self._sql, run, fence, ttl_ms, now_ms))
 
     def release(self, run: str, holder: str, token: int | None = None) -> None:
-        stmt = self._sql.release if token is None else self._sql.release_fenced
-        params = (run, holder) if token is None else (run, holder, token)
-        self._lifecycle("release", lambda conn: conn.execute(stmt, params).rowcount, isolated=False)
+        self._lifecycle("release", writes.release(self._sql, run, holder, token))
 
     # --- entries -------------------------------------------------------------------------------------------
 
@@ -416,25 +281,9 @@ class SqliteStore(Store):
         return self._entry_write(self._append_op(run, entry, fence=fence))
 
     def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
-        """One writer operation (one write transaction): the park is found, the entry stored at its path
-        unless one is there, and the run unparked — nothing another writer can interleave with."""
-        sql = self._sql
-        now = self._clock.now_ms()
-
-        def op(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(sql.parked_on, (token,)).fetchone()
-            if row is None:
-                return None
-            record = record_from_row(row)
-            assert record.parked is not None  # parked_on selects parked runs with a token
-            entry = Entry(record.parked.path, "step", value, v, None, None)
-            stored = conn.execute(sql.append, (record.run, entry.path, "step", None, None, value, v, checksum(entry)))
-            if stored.fetchone() is None:
-                return None  # another delivery stored its payload first
-            conn.execute(sql.unpark, (now, record.run))
-            return record.run
-
-        return self._lifecycle("deliver", op)  # two statements: isolated, so a failure undoes both
+        """One writer operation (one write transaction) nothing another writer can interleave with."""
+        return self._lifecycle("deliver", writes.deliver(self._sql, token, value, v, self._clock.now_ms()),
+                               isolated=True)  # three statements: a failure undoes them all
 
     def submit_append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Future[Entry]:
         """:meth:`append` without blocking: the future resolves (after the durable COMMIT) to the stored entry.
@@ -482,91 +331,23 @@ class SqliteStore(Store):
 
     def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None, *,
                    fence: Fence | None = None) -> AppendOp:
-        return AppendOp(self._sql, run, entry, self._target_json(entry.target), chain, self._seqs, fence)
-
-    def _target_json(self, target: Mapping[str, str] | None) -> str | None:
-        # A run journals the same few targets over and over: encode each once.
-        if target is None:
-            return None
-        key = tuple(target.items())
-        text = self._targets.get(key)
-        if text is None:
-            if len(self._targets) >= 4096:
-                self._targets.clear()
-            text = self._targets[key] = json_text(dict(target))
-        return text
+        return AppendOp(self._sql, run, entry, self._targets.text(entry.target), chain, self._seqs, fence)
 
     def read_entries(self, run: str) -> list[Entry]:
-        stmt = self._sql.select_entries
-        rows = self._read(lambda conn: conn.execute(stmt, (run,)).fetchall())
-        return [entry_from_row(r, run) for r in rows]
+        return self._read(reads.entries(self._sql, run))
 
     def truncate_before(self, run: str, seq: int) -> int:
-        sql = self._sql
-
-        def op(conn: sqlite3.Connection) -> int:
-            # Remember the greatest seq being deleted, so later appends never reuse a number.
-            conn.execute(sql.raise_floor, (run, seq))
-            return int(conn.execute(sql.truncate, (run, seq)).rowcount)
-
-        return self._entry_write(op, isolated=True)
+        return self._entry_write(writes.truncate(self._sql, run, seq), isolated=True)
 
     # --- transactions ----------------------------------------------------------------------------------
 
-    @contextmanager
-    def transaction(self) -> Iterator[SqliteTransaction]:
+    def transaction(self) -> AbstractContextManager[SqliteTransaction]:
         """Open a transaction that appends and reads in this context join (spec §8.2; module docstring).
 
         Commits when the block ends normally, rolls back (discarding the entries appended inside) when it
         raises — including a suspension. Nested, it is a SAVEPOINT of the enclosing transaction.
         """
-        outer = self._ambient()
-        conn: sqlite3.Connection | None = None
-        if outer is not None:
-            name = f"tx{next(SAVEPOINTS)}"
-            with outer.lock:
-                outer.connection.execute(f"SAVEPOINT {name}")
-            tx = SqliteTransaction(self, outer.connection, outer.lock, name)
-        else:
-            conn = self._pool.take()
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                self._pool.give(conn)
-                raise _tx_error("begin", exc) from exc
-            except BaseException:
-                self._pool.give(conn)
-                raise
-            tx = SqliteTransaction(self, conn, threading.RLock(), None)
-        token = AMBIENT.set((*AMBIENT.get(), tx))
-        try:
-            yield tx
-        except BaseException:
-            tx.open = False
-            with tx.lock:
-                finish(tx, commit=False)
-            raise
-        else:
-            tx.open = False
-            with tx.lock:
-                try:
-                    finish(tx, commit=True)
-                except sqlite3.Error as exc:
-                    raise _tx_error("commit", exc) from exc
-        finally:
-            tx.open = False
-            AMBIENT.reset(token)
-            if conn is not None:
-                self._pool.give(conn)
+        return open_transaction(self, self._pool)
 
     def _transaction_open(self, tx: StoreTransaction) -> bool:
         return isinstance(tx, SqliteTransaction) and tx.store is self and tx.open
-
-
-def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:
-    return JournalError(
-        "ERR_JOURNAL_WRITE_FAILED",
-        f"the SQLite journal could not {what} a transaction: {exc}",
-        hint="check the disk (space, permissions) and whether another process holds the journal locked "
-        "for longer than the busy timeout",
-    )

@@ -1,7 +1,8 @@
-"""What the SQLite journal's group runners (and its other partial undos) share (:mod:`telo.journal.sqlite_append`,
-:mod:`telo.journal.sqlite_lifecycle`): the writer runs a batch's operations of one kind together through a
-runner, which writes them with few multi-row statements — or raises having written nothing of them, and the
-writer runs them one at a time (:class:`telo.journal.sqlite_writer.GroupCommitWriter`)."""
+"""What the SQLite journal's operations and group runners (and its other partial undos) share
+(:mod:`telo.journal.sqlite_append`, :mod:`telo.journal.sqlite_lifecycle`): an operation is a function of a
+connection (:data:`Op`); the writer runs a batch's operations of one kind together through a runner, which
+writes them with few multi-row statements — or raises having written nothing of them, and the writer runs them
+one at a time (:class:`telo.journal.sqlite_writer.GroupCommitWriter`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+# An operation of the SQLite journal: what it does on the connection it is given (a read's, or the writer's).
+Op = Callable[[sqlite3.Connection], T]
 
 
 class OneAtATime(Exception):

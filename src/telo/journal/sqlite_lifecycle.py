@@ -18,11 +18,12 @@ from typing import Any
 
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence
-from telo.journal.memory import unknown_run
 from telo.journal.model import Admission, AdmitResult, Claim, RunRecord
+from telo.journal.rules import unknown_run
 from telo.journal.sqlite_append import SeqBases, check_claim
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, parts
-from telo.journal.sqlite_schema import Sql, record_from_row
+from telo.journal.sqlite_rows import record_from_row
+from telo.journal.sqlite_schema import Sql
 
 
 class AdmitOp:

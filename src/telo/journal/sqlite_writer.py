@@ -4,9 +4,10 @@ A durable SQLite commit costs one fsync of the WAL, whatever it holds; a runtime
 would pay it per step if every append committed alone. So one writer thread per store owns the write
 connection: a mutating call enqueues an operation (a function of the connection) and waits on its future;
 the writer takes everything queued, runs it all in one ``BEGIN IMMEDIATE … COMMIT`` and only then resolves
-each future with that operation's own result (ARCHITECTURE §3 "SQLite"). Batches form by themselves: while
-one commit is being fsynced, the next operations queue up, so the batch grows with the load and a lone writer
-pays no added latency — nothing waits for a batch to fill.
+each future with that operation's own result (ARCHITECTURE §3 "SQLite"; how a caller learns it:
+:mod:`telo.journal.sqlite_pending`). Batches form by themselves: while one commit is being fsynced, the next
+operations queue up, so the batch grows with the load and a lone writer pays no added latency — nothing waits
+for a batch to fill.
 
 Guarantees:
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import queue
 import sqlite3
 import threading
@@ -30,10 +30,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
 from telo.errors import JournalError
 from telo.journal.sqlite_group import savepoint
+from telo.journal.sqlite_pending import PendingOp, break_chain, settle
+from telo.journal.sqlite_process import check_process, closed_error, fork_generation
 
 T = TypeVar("T")
 # Runs a group of operations together: (ok, result or error) per operation, in order. Should it raise, it
@@ -56,93 +58,7 @@ class WriterStats:
     max_batch: int = 0
 
 
-class _Op(Generic[T]):
-    """One queued operation and how its caller learns the outcome: a Future, an asyncio future settled with
-    the rest of its batch (:meth:`GroupCommitWriter.submit_async`), or (sync callers) a lock."""
-
-    __slots__ = ("afuture", "fn", "future", "isolated", "ok", "resolved", "value", "waiter")
-
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], isolated: bool, future: Future[T] | None,
-                 afuture: asyncio.Future[T] | None = None) -> None:
-        self.fn = fn
-        self.isolated = isolated
-        self.future = future
-        self.afuture = afuture
-        # A pre-acquired lock the writer releases: half the cost of a Future's Condition for a blocked caller.
-        self.waiter: threading.Lock | None = None
-        self.ok = False
-        self.resolved = False
-        self.value: Any = None
-
-    def start(self) -> bool:
-        """False when the caller cancelled the future before the batch ran (an abandoned await)."""
-        if self.afuture is not None:
-            return not self.afuture.cancelled()  # a flag read; a cancel after this is handled in _settle_on_loop
-        return self.future is None or self.future.set_running_or_notify_cancel()
-
-    def resolve(self, ok: bool, value: Any) -> None:
-        self.resolved = True
-        if not ok:
-            _break_chain(self, value)
-        if self.afuture is not None:  # settled on its loop by _settle, with the rest of its batch
-            self.ok, self.value = ok, value
-            return
-        if self.future is not None:
-            if ok:
-                self.future.set_result(value)
-            else:
-                self.future.set_exception(value)
-            return
-        self.ok, self.value = ok, value
-        if self.waiter is not None:
-            self.waiter.release()
-
-    def result(self) -> T:
-        if self.waiter is not None:
-            self.waiter.acquire()
-        if self.ok:
-            return self.value  # type: ignore[no-any-return]
-        raise self.value
-
-
 _STOP: Final = object()
-
-
-def closed_error() -> JournalError:
-    return JournalError(
-        "ERR_JOURNAL_CLOSED",
-        "this SQLite journal store was closed",
-        hint="open a new store (or keep the store open while runs use it)",
-    )
-
-
-class _Forks:
-    """Counts fork()s into this process, so a store can tell it was inherited (without a syscall per call)."""
-
-    generation = 0
-
-
-def _forked() -> None:
-    _Forks.generation += 1
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forked)
-
-
-def fork_generation() -> int:
-    return _Forks.generation
-
-
-def check_process(generation: int) -> None:
-    """Refuse use in a forked child: the writer thread did not survive the fork, and SQLite connections
-    must not cross one."""
-    if _Forks.generation != generation:
-        raise JournalError(
-            "ERR_JOURNAL_FORKED",
-            "this SQLite journal store was opened in a parent process and cannot be used after fork()",
-            hint="open the store in the child process (or use the spawn start method)",
-        )
 
 
 class GroupCommitWriter:
@@ -181,7 +97,7 @@ class GroupCommitWriter:
         self._conn_lock = threading.Lock()
         # Queued operations, taken only while holding _conn_lock: whoever commits them — the writer thread, or
         # a caller committing what is queued on its own thread (commit_queued) — takes them in FIFO order.
-        self._items: deque[_Op[Any] | object] = deque()
+        self._items: deque[PendingOp[Any] | object] = deque()
         # Wakes the writer: a put after every item queued (at once, or by the kick of the loop it came from).
         self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._kicks: set[asyncio.AbstractEventLoop] = set()  # loops with a _kick scheduled
@@ -202,7 +118,7 @@ class GroupCommitWriter:
         leaves the database consistent should the next one fail (the append fast path).
         """
         future: Future[T] = Future()
-        self._enqueue(_Op(fn, isolated, future))
+        self._enqueue(PendingOp(fn, isolated, future))
         return future
 
     def submit_async(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> asyncio.Future[T]:
@@ -215,7 +131,7 @@ class GroupCommitWriter:
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._enqueue(_Op(fn, isolated, None, future), wake=False)
+        self._enqueue(PendingOp(fn, isolated, None, future), wake=False)
         if loop not in self._kicks:
             self._kicks.add(loop)
             loop.call_soon(self._kick, loop)
@@ -235,7 +151,7 @@ class GroupCommitWriter:
 
     def call(self, fn: Callable[[sqlite3.Connection], T], *, isolated: bool = True) -> T:
         """Run ``fn(connection)`` in a batch and return its result once the batch committed (blocking)."""
-        op: _Op[T] = _Op(fn, isolated, None)
+        op: PendingOp[T] = PendingOp(fn, isolated, None)
         if self._inline and not self._busy and not self._items and self._conn_lock.acquire(blocking=False):
             try:
                 if self._closed:
@@ -251,7 +167,7 @@ class GroupCommitWriter:
         self._enqueue(op)
         return op.result()
 
-    def _enqueue(self, op: _Op[Any], *, wake: bool = True) -> None:
+    def _enqueue(self, op: PendingOp[Any], *, wake: bool = True) -> None:
         # No lock here: a hundred threads taking one lock per append convoy on it (measured: 27k -> 47k
         # calls/s without it). Shutdown stays safe: the writer sets _stopped before its last drain of the
         # queue, so an operation put after that drain is seen by its own caller, who fails it.
@@ -287,15 +203,15 @@ class GroupCommitWriter:
             self._conn_lock.release()
         return True
 
-    def _take(self) -> tuple[list[_Op[Any]], bool]:
+    def _take(self) -> tuple[list[PendingOp[Any]], bool]:
         """Up to MAX_BATCH queued operations, and whether the stop marker came next (hold _conn_lock)."""
-        batch: list[_Op[Any]] = []
+        batch: list[PendingOp[Any]] = []
         items = self._items
         while items and len(batch) < MAX_BATCH:
             item = items.popleft()
             if item is _STOP:
                 return batch, True
-            assert isinstance(item, _Op)
+            assert isinstance(item, PendingOp)
             batch.append(item)
         return batch, False
 
@@ -343,11 +259,11 @@ class GroupCommitWriter:
                 item = self._items.popleft()
             except IndexError:
                 return
-            if isinstance(item, _Op) and item.start():
+            if isinstance(item, PendingOp) and item.start():
                 item.resolve(False, exc)
-                _settle([item])
+                settle([item])
 
-    def _run_batch(self, batch: list[_Op[Any]]) -> None:
+    def _run_batch(self, batch: list[PendingOp[Any]]) -> None:
         live = [op for op in batch if op.start()]
         if not live:
             return
@@ -366,9 +282,9 @@ class GroupCommitWriter:
                     op.resolve(False, exc)
             raise
         finally:
-            _settle(live)
+            settle(live)
 
-    def _execute(self, live: list[_Op[Any]]) -> None:
+    def _execute(self, live: list[PendingOp[Any]]) -> None:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -390,7 +306,7 @@ class GroupCommitWriter:
             for k, result in zip(positions, results, strict=True):
                 outcomes[k] = result
                 if not result[0]:
-                    _break_chain(live[k], result[1])  # before a later write of its chain runs
+                    break_chain(live[k], result[1])  # before a later write of its chain runs
             if not conn.in_transaction:
                 # SQLite rolled the whole transaction back (SQLITE_FULL, SQLITE_IOERR, ...): nothing of
                 # this batch took effect, so no operation of it may report success.
@@ -415,7 +331,7 @@ class GroupCommitWriter:
                 stats.failed_ops += 1
             op.resolve(ok, value)
 
-    def _plan(self, live: list[_Op[Any]]) -> list[tuple[list[int], GroupRunner | None]]:
+    def _plan(self, live: list[PendingOp[Any]]) -> list[tuple[list[int], GroupRunner | None]]:
         """The order a batch's operations run in: (positions in ``live``, the runner of their group or None).
 
         Why: a statement costs the writer a GIL hand-off (it drops the GIL inside SQLite and must win it back
@@ -456,7 +372,7 @@ class GroupCommitWriter:
         drain()
         return plan
 
-    def _run_one(self, op: _Op[Any]) -> tuple[bool, Any]:
+    def _run_one(self, op: PendingOp[Any]) -> tuple[bool, Any]:
         conn = self._conn
         try:
             if not op.isolated:
@@ -466,7 +382,7 @@ class GroupCommitWriter:
         except Exception as exc:
             return False, exc
 
-    def _run_group(self, ops: list[_Op[Any]], runner: GroupRunner) -> list[tuple[bool, Any]]:
+    def _run_group(self, ops: list[PendingOp[Any]], runner: GroupRunner) -> list[tuple[bool, Any]]:
         """The group runner leaves nothing of the group written when it raises (its contract: a SAVEPOINT
         per group cost two more statements — two GIL hand-offs — in every batch, for a failure that is rare)."""
         conn = self._conn
@@ -484,7 +400,7 @@ class GroupCommitWriter:
             return results
         return results
 
-    def _fail_batch(self, ops: list[_Op[Any]], exc: BaseException) -> None:
+    def _fail_batch(self, ops: list[PendingOp[Any]], exc: BaseException) -> None:
         if self._after_failure is not None:
             self._after_failure()
         self.stats.failed_batches += 1
@@ -499,47 +415,6 @@ class GroupCommitWriter:
             )
             err.__cause__ = exc
             op.resolve(False, err)
-
-
-def _break_chain(op: _Op[Any], exc: BaseException) -> None:
-    """A deferred write that failed breaks its execution's chain (telo.journal.chain): no later write of that
-    execution may commit."""
-    chain = getattr(op.fn, "chain", None)
-    if chain is not None:
-        chain.break_with(exc)
-
-
-def _settle(ops: list[_Op[Any]]) -> None:
-    """Hand the resolved asyncio futures among ``ops`` to their loops: one thread-safe call per loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Op[Any]]] | None = None
-    for op in ops:
-        if op.afuture is not None and op.resolved:
-            by_loop = by_loop if by_loop is not None else {}
-            by_loop.setdefault(op.afuture.get_loop(), []).append(op)
-    if by_loop is None:
-        return
-    try:
-        here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()  # an inline commit on a loop
-    except RuntimeError:
-        here = None
-    for loop, settled in by_loop.items():
-        if loop is here:
-            loop.call_soon(_settle_on_loop, settled)
-            continue
-        with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
-            loop.call_soon_threadsafe(_settle_on_loop, settled)
-
-
-def _settle_on_loop(ops: list[_Op[Any]]) -> None:
-    for op in ops:
-        future = op.afuture
-        assert future is not None
-        if future.done():  # cancelled by its caller meanwhile: the write stands, nobody reads its result
-            continue
-        if op.ok:
-            future.set_result(op.value)
-        else:
-            future.set_exception(op.value)
 
 
 def _lost(outcomes: list[tuple[bool, Any]]) -> BaseException:

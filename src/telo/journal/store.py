@@ -26,17 +26,22 @@ Semantics every store keeps (the conformance suite in ``tests/stores/`` checks e
   PostgreSQL) or under the same lock (file, memory) as the write; otherwise nothing is written and the call
   raises ``ClaimLost`` (``ERR_DURABLE_CLAIM_LOST``). A fenced park keeps the claim (the execution releases it
   once its body has unwound); an unfenced write is an operator's and is applied whoever holds the run.
+
+A store whose writes share durable commits also implements :class:`GroupCommitStore` (SQLite), the
+operations an event loop queues for that commit without a thread per call.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from telo.journal.chain import WriteChain
 from telo.journal.claims import DEFAULT_TTL_MS, Fence
-from telo.journal.model import Admission, AdmitResult, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
 
 WakeCallback = Callable[[str], None]
 
@@ -60,6 +65,12 @@ class Store(abc.ABC):
     kind: str = "abstract"
     #: the lease executions take their claims for (a journal's ``claimTtl``; telo.journal.claims)
     claim_ttl_ms: int = DEFAULT_TTL_MS
+    #: every call returns without I/O or a wait for a lock held across one (the memory store): an event loop
+    #: may make it on its own thread rather than hand it to a worker thread
+    inline_calls: bool = False
+    #: :meth:`read_run` is one keyed read that never waits for a writer (SQLite's WAL readers): cheaper made on
+    #: an event loop's thread than the two thread hand-offs of a worker thread (benchmarks/durable.py)
+    inline_reads: bool = False
 
     # --- runs -------------------------------------------------------------------------------------------
 
@@ -187,3 +198,78 @@ class Store(abc.ABC):
             if page.next is None:
                 return
             after = page.next
+
+
+@runtime_checkable
+class GroupCommitStore(Protocol):
+    """A store's writes queued from an event loop for its group commit (the SQLite journal's writer thread).
+
+    What the async runner (:class:`telo.durable.aio.AsyncStore`) uses, when a store declares it, instead of
+    handing the blocking :class:`Store` calls to worker threads: with a hundred runs in flight, a thread per
+    write capped how many writes one commit could take, and every hand-off cost CPU a step could not spare
+    (benchmarks/durable.py). A store implementing it is also a :class:`Store`. Every method is called on the
+    event loop's thread and returns at once; the rules:
+
+    - **the blocking call's semantics**: each ``*_async`` operation, and :meth:`submit_deferred`, does what the
+      :class:`Store` method of the same name does (an append what :meth:`Store.append` does) — first writer
+      wins, fencing, ``ERR_DURABLE_RUN_NOT_FOUND`` — and its future gets the result that call would return,
+      or the error it would raise. The operation's own error goes to its own future; the rest of its batch
+      commits.
+    - **durable on settle**, not on return: the future (an asyncio future of the calling loop) settles, on
+      that loop, only once the commit holding the operation returned. A future cancelled before its batch
+      runs withdraws its write (an abandoned await); once the batch runs, the write stands whoever waits.
+    - **FIFO**: operations commit in the order they were queued (a run's admission before its appends
+      before its completion); a batch may reorder only operations of different runs.
+    - **chains** (:mod:`telo.journal.chain`): a write given an execution's ``chain`` is refused
+      (``ChainBroken``), not committed, once an earlier write of that chain failed or lost its race; one that
+      fails, or whose append finds another value stored at its path, breaks the chain. A chained park or
+      completion is fenced by the chain's fence.
+    - **ambient transactions** (spec §8.2): an append in a context where this store's transaction is open
+      joins it at once — its future is already settled on return, and the entry is durable with that
+      transaction; a lifecycle write there raises ``ERR_JOURNAL_IN_TRANSACTION`` at once, as its blocking
+      twin does.
+    """
+
+    def submit_append_async(self, run: str, entry: Entry, *, fence: Fence | None = None) -> asyncio.Future[Entry]:
+        """:meth:`Store.append`, queued: the future settles with the STORED entry."""
+        ...
+
+    def submit_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
+        """An append of ``chain``'s execution, fenced by the chain's fence: refused over a broken chain, and
+        breaking it should it fail or find another value stored at its path (the future then raises)."""
+        ...
+
+    def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
+        """:meth:`Store.admit`; ``claim``: the new run's first claim, written with its row under fencing token 1
+        (a run started by this process is executed by it). A run that exists already keeps its claim."""
+        ...
+
+    def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
+        """:meth:`Store.claim`: the new fencing token, or None if refused."""
+        ...
+
+    def park_async(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
+                   fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        """:meth:`Store.park`, after ``chain``'s writes (and fenced by its fence) when given one."""
+        ...
+
+    def unpark_async(self, run: str) -> asyncio.Future[bool]:
+        """:meth:`Store.unpark`."""
+        ...
+
+    def complete_async(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
+                       fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        """:meth:`Store.complete`; given ``chain``, it commits only if every earlier write of the chain did —
+        queued behind them, it needs no wait for them first."""
+        ...
+
+    def status_async(self, run: str) -> asyncio.Future[str | None]:
+        """The run's status, None for an unknown run (a cancel check), as of the last commit. The asks of one
+        loop iteration may share one read; inside an ambient transaction it is read at once."""
+        ...
+
+    def commit_queued(self) -> bool:
+        """Commit what is queued now, on the calling thread, if the store's writer is not at it — for a caller
+        about to wait for those writes with nothing else to run meanwhile. False (nothing done) if it is busy;
+        either way the order of the commits stays FIFO."""
+        ...

@@ -156,16 +156,16 @@ def test_lifecycle_writes_from_a_loop_share_the_group_commit(store: SqliteStore)
     from telo.journal.model import Admission, Outcome
 
     async def main() -> None:
-        admitted = await asyncio.gather(*(store.lifecycle_async("admit", Admission.of(f"r{i}")) for i in range(20)))
+        admitted = await asyncio.gather(*(store.admit_async(Admission.of(f"r{i}")) for i in range(20)))
         assert all(a.admitted for a in admitted)
-        again = await store.lifecycle_async("admit", Admission.of("r0"))
+        again = await store.admit_async(Admission.of("r0"))
         assert not again.admitted and again.record.run == "r0"
-        assert await store.lifecycle_async("claim", "r1", "holder-a", 60_000, 1)
-        assert not await store.lifecycle_async("claim", "r1", "holder-b", 60_000, 2)
-        record = await store.lifecycle_async("complete", "r1", Outcome.completed({"ok": True}))
+        assert await store.claim_async("r1", "holder-a", 60_000, 1)
+        assert not await store.claim_async("r1", "holder-b", 60_000, 2)
+        record = await store.complete_async("r1", Outcome.completed({"ok": True}))
         assert record.status == "completed"
         with pytest.raises(TeloError):  # the operation's own error reaches its caller
-            await store.lifecycle_async("complete", "ghost", Outcome.completed(1))
+            await store.complete_async("ghost", Outcome.completed(1))
 
     asyncio.run(main())
     assert store.stats.max_batch > 1
@@ -173,16 +173,35 @@ def test_lifecycle_writes_from_a_loop_share_the_group_commit(store: SqliteStore)
     assert record is not None and record.status == "completed"
 
 
-def test_lifecycle_async_serves_only_the_lifecycle_writes(store: SqliteStore) -> None:
+def test_the_store_declares_its_group_commit_and_the_async_runner_uses_it(store: SqliteStore) -> None:
+    from telo.durable.aio import AsyncStore
+    from telo.journal.memory import MemoryStore
+    from telo.journal.store import GroupCommitStore
+
+    assert isinstance(store, GroupCommitStore)
+    assert not isinstance(MemoryStore(), GroupCommitStore)
+    assert AsyncStore(store).admits_queued and not AsyncStore(MemoryStore()).admits_queued
+
+
+def test_lifecycle_writes_from_a_loop_refuse_an_ambient_transaction_at_once(store: SqliteStore) -> None:
+    from telo.journal.model import Admission, Outcome, Parked
+
     async def main() -> None:
-        with pytest.raises(ValueError):
-            store.lifecycle_async("release", "r1", "holder")
         _admit(store)
-        with store.transaction(), pytest.raises(TeloError) as exc:
-            store.lifecycle_async("claim", "r1", "holder", 60_000, 1)
-        assert exc.value.code == "ERR_JOURNAL_IN_TRANSACTION"
+        queued = (lambda: store.admit_async(Admission.of("r2")),
+                  lambda: store.claim_async("r1", "holder", 60_000, 1),
+                  lambda: store.park_async("r1", Parked("p", "res", "tok", None)),
+                  lambda: store.unpark_async("r1"),
+                  lambda: store.complete_async("r1", Outcome.completed(1)))
+        for submit in queued:
+            with store.transaction(), pytest.raises(TeloError) as exc:
+                submit()
+            assert exc.value.code == "ERR_JOURNAL_IN_TRANSACTION"
 
     asyncio.run(main())
+    record = store.read_run("r1")
+    assert record is not None and record.status == "running" and record.claim is None
+    assert store.read_run("r2") is None
 
 
 def test_commit_queued_commits_on_the_calling_thread_in_fifo_order(store: SqliteStore) -> None:
@@ -196,6 +215,8 @@ def test_commit_queued_commits_on_the_calling_thread_in_fifo_order(store: Sqlite
         assert store.commit_queued() is False
         await asyncio.to_thread(gate.open)
         await asyncio.gather(*first)
+        while store._writer._busy:  # it settles a batch's futures before it lets go of the batch
+            await asyncio.sleep(0.001)
         inline = store.stats.inline_commits
         later = [store.submit_append_async("r1", Entry.decided(f"b{i}", "value", i)) for i in range(5)]
         assert store.commit_queued() is True  # the writer is idle: committed right here ...

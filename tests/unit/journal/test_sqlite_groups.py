@@ -26,7 +26,8 @@ from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
 from telo.journal.sqlite_group import chunks
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp
-from telo.journal.sqlite_writer import GroupRunner, _Op
+from telo.journal.sqlite_pending import PendingOp
+from telo.journal.sqlite_writer import GroupRunner
 from tests.unit.journal.test_sqlite import Gate
 
 LIVE_A = Holder.for_this_process("worker-a").to_text()  # both name this (live) process
@@ -87,10 +88,10 @@ def test_many_admissions_in_one_batch_are_one_statement(store: SqliteStore) -> N
     runs = [f"r{i}" for i in range(10)]
 
     def submit() -> list[asyncio.Future[Any]]:
-        futures = [store.lifecycle_async("admit", Admission.of(run, workflow=f"w-{run}", inputs={"n": i}))
+        futures = [store.admit_async(Admission.of(run, workflow=f"w-{run}", inputs={"n": i}))
                    for i, run in enumerate(runs)]
         # a run that already exists: not admitted again, its stored record comes back
-        futures.append(store.lifecycle_async("admit", Admission.of("old", workflow="w-new")))
+        futures.append(store.admit_async(Admission.of("old", workflow="w-new")))
         return futures
 
     got: list[AdmitResult] = one_batch(store, submit)
@@ -111,7 +112,7 @@ def test_many_admissions_in_one_batch_are_one_statement(store: SqliteStore) -> N
 def test_more_admissions_than_one_statement_holds(store: SqliteStore) -> None:
     statements = trace(store)
     runs = [f"r{i:02d}" for i in range(45)]
-    got: list[AdmitResult] = one_batch(store, lambda: [store.lifecycle_async("admit", Admission.of(r))
+    got: list[AdmitResult] = one_batch(store, lambda: [store.admit_async(Admission.of(r))
                                                        for r in runs])
     assert [g.record.run for g in got] == runs and all(g.admitted for g in got)
     assert all(g.record == stored(store, g.record.run) for g in got)
@@ -123,9 +124,9 @@ def test_the_same_run_admitted_twice_in_one_batch_admits_the_first(store: Sqlite
     statements = trace(store)
 
     def submit() -> list[asyncio.Future[Any]]:
-        return [store.lifecycle_async("admit", Admission.of("x", workflow="first")),
-                store.lifecycle_async("admit", Admission.of("y")),
-                store.lifecycle_async("admit", Admission.of("x", workflow="second"))]
+        return [store.admit_async(Admission.of("x", workflow="first")),
+                store.admit_async(Admission.of("y")),
+                store.admit_async(Admission.of("x", workflow="second"))]
 
     first, other, second = one_batch(store, submit)
     assert first.admitted and first.record.workflow == "first"
@@ -168,7 +169,7 @@ def test_claimed_admissions_grouped_in_one_batch(store: SqliteStore) -> None:
         for i in range(6):
             assert aio.admits_queued
             futures.append(aio.submit_admission(Admission.of(f"c{i}"), LIVE_A, now + i))
-        futures.append(store.lifecycle_async("admit", Admission.of("free")))  # no claim, same group
+        futures.append(store.admit_async(Admission.of("free")))  # no claim, same group
         return futures
 
     got: list[AdmitResult] = one_batch(store, submit)
@@ -196,11 +197,11 @@ def test_completions_of_many_runs_in_one_batch(store: SqliteStore) -> None:
     statements = trace(store)
 
     def submit() -> list[asyncio.Future[Any]]:
-        futures = [store.lifecycle_async("complete", run, Outcome.completed({"run": run})) for run in runs[:20]]
-        futures.append(store.lifecycle_async("complete", "ghost", Outcome.completed(1)))
-        futures.append(store.lifecycle_async("complete", "broken", Outcome.completed(1), chain=broken))
-        futures.append(store.lifecycle_async("complete", "fine", Outcome.failed("ERR_X", "it failed"), chain=fine))
-        futures += [store.lifecycle_async("complete", run, Outcome.completed({"run": run})) for run in runs[20:]]
+        futures = [store.complete_async(run, Outcome.completed({"run": run})) for run in runs[:20]]
+        futures.append(store.complete_async("ghost", Outcome.completed(1)))
+        futures.append(store.complete_async("broken", Outcome.completed(1), chain=broken))
+        futures.append(store.complete_async("fine", Outcome.failed("ERR_X", "it failed"), chain=fine))
+        futures += [store.complete_async(run, Outcome.completed({"run": run})) for run in runs[20:]]
         return futures
 
     got = one_batch(store, submit)
@@ -234,8 +235,8 @@ def test_a_completion_after_a_lost_race_in_the_same_batch_is_refused(store: Sqli
     def submit() -> list[asyncio.Future[Any]]:
         return [store.submit_deferred("x", Entry.decided("p", "value", "mine"), chain_x),
                 store.submit_deferred("y", Entry.decided("p", "value", "mine"), chain_y),
-                store.lifecycle_async("complete", "x", Outcome.completed(1), chain=chain_x),
-                store.lifecycle_async("complete", "y", Outcome.completed(2), chain=chain_y)]
+                store.complete_async("x", Outcome.completed(1), chain=chain_x),
+                store.complete_async("y", Outcome.completed(2), chain=chain_y)]
 
     appended_x, appended_y, completed_x, completed_y = one_batch(store, submit)
     assert isinstance(appended_x, Entry) and appended_x.decode("x") == "theirs"
@@ -266,22 +267,22 @@ def test_each_runs_order_is_kept_and_barriers_stay_in_place(store: SqliteStore) 
 
     def submit() -> list[asyncio.Future[Any]]:
         return [
-            store.lifecycle_async("admit", Admission.of("a")),  # 0
+            store.admit_async(Admission.of("a")),  # 0
             step("a", "p0"),  # 1
-            store.lifecycle_async("claim", "b", LIVE_A, TTL, 1),  # 2: b is admitted only after it
-            store.lifecycle_async("admit", Admission.of("b")),  # 3
+            store.claim_async("b", LIVE_A, TTL, 1),  # 2: b is admitted only after it
+            store.admit_async(Admission.of("b")),  # 3
             step("a", "p1"),  # 4
             step("b", "p0"),  # 5
-            store.lifecycle_async("claim", "a", LIVE_A, TTL, 1),  # 6: after a's admission, before its completion
+            store.claim_async("a", LIVE_A, TTL, 1),  # 6: after a's admission, before its completion
             store._writer.submit_async(look),  # 7
             step("b", "p1"),  # 8
-            store.lifecycle_async("complete", "a", Outcome.completed("a")),  # 9
-            store.lifecycle_async("admit", Admission.of("c")),  # 10
+            store.complete_async("a", Outcome.completed("a")),  # 9
+            store.admit_async(Admission.of("c")),  # 10
             step("c", "p0"),  # 11
             step("a", "p2"),  # 12: after a's completion (allowed: the run exists)
-            store.lifecycle_async("complete", "b", Outcome.completed("b")),  # 13
-            store.lifecycle_async("claim", "c", LIVE_A, TTL, 1),  # 14: between c's admission and completion
-            store.lifecycle_async("complete", "c", Outcome.completed("c")),  # 15
+            store.complete_async("b", Outcome.completed("b")),  # 13
+            store.claim_async("c", LIVE_A, TTL, 1),  # 14: between c's admission and completion
+            store.complete_async("c", Outcome.completed("c")),  # 15
             store._writer.submit_async(look),  # 16
         ]
 
@@ -308,12 +309,12 @@ def test_a_runs_operations_out_of_the_usual_order_keep_their_order(store: Sqlite
     append or a completion queued before its run's admission still runs before it (and fails)."""
 
     def submit() -> list[asyncio.Future[Any]]:
-        return [store.lifecycle_async("admit", Admission.of("a")),
+        return [store.admit_async(Admission.of("a")),
                 store.submit_append_async("z", Entry.decided("early", "value", 1)),  # before z is admitted
-                store.lifecycle_async("complete", "y", Outcome.completed(1)),  # before y is admitted
+                store.complete_async("y", Outcome.completed(1)),  # before y is admitted
                 store.submit_append_async("a", Entry.decided("p0", "value", 0)),
-                store.lifecycle_async("admit", Admission.of("z")),
-                store.lifecycle_async("admit", Admission.of("y")),
+                store.admit_async(Admission.of("z")),
+                store.admit_async(Admission.of("y")),
                 store.submit_append_async("z", Entry.decided("late", "value", 2))]
 
     admitted_a, early, completed_y, entry_a, admitted_z, admitted_y, late = one_batch(store, submit)
@@ -335,7 +336,7 @@ def test_a_failing_barrier_does_not_move_or_undo_its_neighbours(store: SqliteSto
         return int(conn.execute(f"SELECT count(*) FROM {sql.entries} WHERE run = 'a'").fetchone()[0])
 
     def submit() -> list[asyncio.Future[Any]]:
-        return [store.lifecycle_async("admit", Admission.of("a")),
+        return [store.admit_async(Admission.of("a")),
                 store.submit_append_async("a", Entry.decided("p0", "value", 0)),
                 store._writer.submit_async(half_done),
                 store._writer.submit_async(count),
@@ -368,7 +369,7 @@ def fake(store: SqliteStore, kind: str, run: str, n: int = 0) -> Callable[[sqlit
 
 def plan_of(store: SqliteStore, fns: list[Callable[[sqlite3.Connection], Any]]
             ) -> list[tuple[list[int], GroupRunner | None]]:
-    return store._writer._plan([_Op(fn, True, None) for fn in fns])
+    return store._writer._plan([PendingOp(fn, True, None) for fn in fns])
 
 
 def test_plan_groups_kind_by_kind_between_barriers(store: SqliteStore) -> None:

@@ -1,0 +1,165 @@
+"""Every statement the PostgreSQL journal runs, composed once per store (reference §7 "Postgres journal").
+
+The statements are upstream's conditional ones — first-writer-wins appends (``ON CONFLICT DO NOTHING``),
+claims as conditional UPDATEs, due runs ``FOR UPDATE SKIP LOCKED`` — plus telo's fencing conditions
+(:mod:`telo.journal.claims` "Fencing"): a fenced write's statement carries ``claim_holder = %(f_holder)s AND
+claim_fence = %(f_token)s``, so the condition is checked by the very row lock the write takes. Names are quoted
+identifiers of :mod:`telo.journal.postgres_schema`; the column lists are :mod:`telo.journal.postgres_rows`'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from psycopg import sql
+
+from telo.journal.postgres_rows import ENTRY_COLS, RUN_COLS
+from telo.journal.postgres_schema import Names
+
+# A fenced write's condition on the run's row (named parameters f_holder, f_token).
+_FENCED: Final = " AND claim_holder = %(f_holder)s AND claim_fence = %(f_token)s"
+_CLEAR_PARK: Final = "parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_reason = NULL"
+_COMPLETE: Final = (
+    "status = %(status)s, result = %(result)s, result_codec_version = %(result_v)s, error = %(error)s, "
+    "collapsed_regions = %(regions)s, collapse_reasons = %(reasons)s, replayed_steps = %(replayed)s, "
+    f"due_at = NULL, {_CLEAR_PARK}, claim_holder = NULL, claim_until = NULL, updated_at = %(now)s"
+)
+_PARK: Final = ("status = 'parked', parked_path = %(path)s, parked_resource = %(resource)s, parked_token = %(token)s, "
+                "parked_reason = %(reason)s, due_at = %(at)s, ")
+_GRANT: Final = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = COALESCE(claim_fence, 0) + 1"
+_INSERT_ENTRY: Final = ("INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, "
+                        "checksum) ")
+
+
+@dataclass(frozen=True, slots=True)
+class PgSql:
+    """The statements of one store's two tables (see the module docstring)."""
+
+    parts: dict[str, sql.Composable]
+    select_run: sql.Composed
+    admit: sql.Composed
+    claim_of: sql.Composed  # (claim_holder, claim_fence): why a fenced write was refused
+    run_exists: sql.Composed
+    complete: sql.Composed
+    complete_fenced: sql.Composed
+    park: sql.Composed  # releases the claim
+    park_fenced: sql.Composed  # keeps it: the execution releases it once its body has unwound
+    unpark: sql.Composed
+    parked_on: sql.Composed
+    dead_holder_candidates: sql.Composed
+    due: sql.Composed
+    claim: sql.Composed
+    claim_current: sql.Composed
+    claim_from: sql.Composed  # a dead holder's claim taken over: compare-and-set on the claim we judged
+    renew: sql.Composed
+    release: sql.Composed
+    release_fenced: sql.Composed
+    deliver_find: sql.Composed
+    deliver_insert: sql.Composed
+    deliver_unpark: sql.Composed
+    append: sql.Composed
+    append_fenced: sql.Composed
+    select_entry: sql.Composed
+    select_entries: sql.Composed
+    truncate: sql.Composed
+
+    @classmethod
+    def for_names(cls, names: Names) -> PgSql:
+        parts: dict[str, sql.Composable] = {
+            "runs": names.runs_id,
+            "entries": names.entries_id,
+            "cols": sql.SQL(", ").join(map(sql.Identifier, RUN_COLS)),
+            "ecols": sql.SQL(", ").join(map(sql.Identifier, ENTRY_COLS)),
+        }
+
+        def fmt(query: str) -> sql.Composed:
+            return sql.SQL(query).format(**parts)
+
+        def update(assignments: str, fenced: bool) -> sql.Composed:
+            return fmt(f"UPDATE {{runs}} SET {assignments} WHERE run = %(run)s{_FENCED if fenced else ''} "
+                       "RETURNING {cols}")
+
+        # INSERT … SELECT … WHERE EXISTS refuses an entry for a run never admitted, like the memory store; the
+        # casts type the parameters, which a bare SELECT list would leave as text. A fenced append reads the
+        # run's row FOR SHARE: a concurrent takeover (an UPDATE of that row) then either waits for this entry
+        # to commit — and its new holder reads it — or commits first, and the re-checked condition refuses it.
+        def append(where: str) -> sql.Composed:
+            return fmt(_INSERT_ENTRY + "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, "
+                       f"%(target)s::text, %(value)s::text, %(v)s::integer, %(checksum)s::bigint {where} "
+                       "ON CONFLICT (run, path) DO NOTHING RETURNING seq")
+
+        return cls(
+            parts=parts,
+            select_run=fmt("SELECT {cols} FROM {runs} WHERE run = %s"),
+            admit=fmt(
+                "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
+                "digest_scope, created_at, updated_at, epoch) VALUES (%(run)s, %(status)s, %(due_at)s, %(inputs)s, "
+                "%(inputs_v)s, %(workflow)s, %(digest)s, %(scope)s, %(now)s, %(now)s, 0) "
+                "ON CONFLICT (run) DO NOTHING RETURNING {cols}"
+            ),
+            claim_of=fmt("SELECT claim_holder, claim_fence FROM {runs} WHERE run = %s"),
+            run_exists=fmt("SELECT 1 FROM {runs} WHERE run = %s"),
+            complete=update(_COMPLETE, False),
+            complete_fenced=update(_COMPLETE, True),
+            park=update(_PARK + "claim_holder = NULL, claim_until = NULL, updated_at = %(now)s", False),
+            park_fenced=update(_PARK + "updated_at = %(now)s", True),
+            unpark=fmt(f"UPDATE {{runs}} SET status = 'running', {_CLEAR_PARK}, due_at = NULL, updated_at = %s "
+                       "WHERE run = %s AND status = 'parked'"),
+            parked_on=fmt("SELECT {cols} FROM {runs} WHERE parked_token = %s AND status = 'parked' "
+                          'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1'),
+            dead_holder_candidates=fmt("SELECT DISTINCT claim_holder FROM {runs} WHERE claim_until > %s "
+                                       "AND position(%s in claim_holder) > 0"),
+            due=fmt(
+                "SELECT r.run FROM {runs} r "
+                "WHERE (r.claim_until IS NULL OR r.claim_until <= %(now)s OR r.claim_holder IS NULL "
+                "       OR r.claim_holder = '' OR r.claim_holder = ANY(%(dead)s)) "
+                "  AND (r.status = 'running' "
+                "       OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
+                "       OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
+                "           (SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path)))) "
+                'ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s '
+                "FOR UPDATE OF r SKIP LOCKED"
+            ),
+            claim=fmt(f"UPDATE {{runs}} SET {_GRANT} WHERE run = %(run)s AND "
+                      "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '') "
+                      "RETURNING claim_fence"),
+            claim_current=fmt("SELECT claim_holder, claim_until FROM {runs} WHERE run = %s"),
+            claim_from=fmt(f"UPDATE {{runs}} SET {_GRANT} "
+                           "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s "
+                           "RETURNING claim_fence"),
+            renew=fmt("UPDATE {runs} SET claim_until = %s WHERE run = %s AND claim_holder = %s AND claim_fence = %s"),
+            release=fmt("UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "
+                        "WHERE run = %s AND claim_holder = %s"),
+            release_fenced=fmt("UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "
+                               "WHERE run = %s AND claim_holder = %s AND claim_fence = %s"),
+            deliver_find=fmt("SELECT run, parked_path FROM {runs} WHERE parked_token = %s AND status = 'parked' "
+                             'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1 FOR UPDATE'),
+            deliver_insert=fmt(_INSERT_ENTRY + "VALUES (%s, %s, 'step', NULL, NULL, %s, %s, %s) "
+                               "ON CONFLICT (run, path) DO NOTHING RETURNING seq"),
+            deliver_unpark=fmt(f"UPDATE {{runs}} SET status = 'running', {_CLEAR_PARK}, due_at = NULL, "
+                               "updated_at = %s WHERE run = %s"),
+            append=append("WHERE EXISTS (SELECT 1 FROM {runs} WHERE run = %(run)s)"),
+            append_fenced=append("FROM {runs} r WHERE r.run = %(run)s AND r.claim_holder = %(f_holder)s "
+                                 "AND r.claim_fence = %(f_token)s FOR SHARE OF r"),
+            select_entry=fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s"),
+            select_entries=fmt("SELECT {ecols} FROM {entries} WHERE run = %s ORDER BY seq"),
+            truncate=fmt("DELETE FROM {entries} WHERE run = %s AND seq < %s"),
+        )
+
+    def update(self, columns: Iterable[str], *, fenced: bool) -> sql.Composed:
+        """``update_run``: each of ``columns`` set from the parameter of its name, the updated row returned."""
+        assignments = sql.SQL(", ").join(
+            sql.SQL("{} = {}").format(sql.Identifier(col), sql.Placeholder(col)) for col in columns
+        )
+        return sql.SQL(f"UPDATE {{runs}} SET {{set}} WHERE run = %(run)s{_FENCED if fenced else ''} "
+                       "RETURNING {cols}").format(**self.parts, set=assignments)
+
+    def list_runs(self, where: list[str]) -> sql.Composed:
+        """Runs matching every condition of ``where``, newest first (:mod:`telo.journal.paging`)."""
+        return sql.SQL(
+            "SELECT {cols} FROM {runs}"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + ' ORDER BY COALESCE(created_at, 0) DESC, run COLLATE "C" DESC LIMIT %(limit)s'
+        ).format(**self.parts)
