@@ -37,7 +37,6 @@ PENDING_UPWARD = {("telo.durable.execute", "telo.observability")}
 PENDING_CYCLES = [
     ["telo.cli.main", "telo.cli.run_cmds", "telo.cli.runs_cmds", "telo.cli.runs_group", "telo.cli.ui_cmd"],
     ["telo.durable.execute", "telo.observability"],
-    ["telo.journal.sqlite", "telo.journal.sqlite_tx"],
 ]
 
 
