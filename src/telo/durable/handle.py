@@ -473,9 +473,3 @@ class LocalRunHandle:
 def _describe(target: Mapping[str, str]) -> str:
     module = f" from {target['module']}" if target.get("module") else ""
     return f"{target.get('kind')} {target.get('name')!r}{module}"
-
-
-async def sleep_until(clock: Clock, at_ms: int) -> None:
-    delay = (at_ms - clock.now_ms()) / 1000
-    if delay > 0:
-        await asyncio.sleep(delay)
