@@ -35,7 +35,8 @@ from telo.durable.halting import RunCancelled, halts
 from telo.durable.handle import LocalRunHandle
 from telo.durable.renewals import Renewal, renew_while_executing
 from telo.engine.context import derive, entered, root
-from telo.engine.interpreter import Services, run_steps
+from telo.engine.interpreter import run_steps
+from telo.engine.services import Services
 from telo.engine.steps import Evaluable, Step
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import REPLAYED, Zone

@@ -16,7 +16,8 @@ from typing import Any
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.engine.context import current
 from telo.engine.dispatch import EventBus, dispatch
-from telo.engine.interpreter import Services, predicate, run_steps
+from telo.engine.interpreter import predicate, run_steps
+from telo.engine.services import Services
 from telo.engine.steps import compile_steps
 from telo.errors import TeloError
 from telo.manifest import Cel, Manifest, Ref, ResourceDecl, Target, load_manifest
