@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import contextvars
 import threading
-import time
 from collections.abc import Awaitable, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -476,7 +475,8 @@ class AsyncApp:
 
     async def _rest(self, run: str, deadline: float | None) -> RunResult:
         """Wait until ``run`` rests: it settles, parks waiting for a delivery or an operator, parks on time
-        under a fake clock, or nothing in this process executes it; or until ``deadline`` (monotonic s)."""
+        under a fake clock, or nothing in this process executes it; or until ``deadline`` (seconds on the REAL
+        monotonic clock, SYSTEM_CLOCK: a caller's timeout is real time, whatever the application's clock says)."""
         fut: asyncio.Future[Any] | None = None
         while True:
             fut = self._inflight.get(run) or fut  # kept once done: a crash of the execution is raised here
@@ -500,7 +500,7 @@ class AsyncApp:
 
                 if record.status != "running" or not claim_is_live(record.claim, self.clock.now_ms()):
                     return _result(record)  # scheduled, or interrupted with nobody executing it
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and SYSTEM_CLOCK.monotonic() >= deadline:
                 return _result(record)
             if local:
                 assert fut is not None
@@ -543,7 +543,7 @@ class AsyncApp:
         not: the run is returned parked). ``wait`` bounds the wait (seconds or ``"30s"``)."""
         seconds = _seconds(wait)
         ref = await self.start(workflow, inputs)
-        return await self._rest(ref.run_id, None if seconds is None else time.monotonic() + seconds)
+        return await self._rest(ref.run_id, None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds)
 
     # --- addressing runs ----------------------------------------------------------------------------------
 
@@ -566,10 +566,10 @@ class AsyncApp:
         await self._ready()
         run_id = _run_id(run)
         seconds = _seconds(wait)
-        deadline = None if seconds is None else time.monotonic() + seconds
+        deadline = None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds
         while True:
             record = await self._read(run_id)
-            if record.terminal or deadline is None or time.monotonic() >= deadline:
+            if record.terminal or deadline is None or SYSTEM_CLOCK.monotonic() >= deadline:
                 return _result(record)
             await asyncio.sleep(POLL_S)
 
@@ -578,7 +578,7 @@ class AsyncApp:
         time, under a fake clock) — as :meth:`run` does after starting it; ``timeout`` bounds the wait."""
         await self._ready()
         seconds = _seconds(timeout)
-        return await self._rest(_run_id(run), None if seconds is None else time.monotonic() + seconds)
+        return await self._rest(_run_id(run), None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds)
 
     async def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
         """Deliver ``payload`` to the run parked on ``token`` (validated against the awaiting resource's

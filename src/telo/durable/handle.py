@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn
@@ -95,7 +94,7 @@ class LocalRunHandle:
         self._pending_steps = 0  # step entries among them
         self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}
         self._cancel_gen = cancels.generation()
-        self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
+        self._cancel_due = SYSTEM_CLOCK.monotonic() + cancels.POLL_MS / 1000
 
     def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
         """The target's unconfirmed-effect policy, asked once per target and execution."""
@@ -460,13 +459,17 @@ class LocalRunHandle:
 
         The run's status is read when this process wrote a cancel since the last read, and otherwise at
         most every :data:`telo.journal.cancels.POLL_MS` (a cancel from another process); on SQLite the reads
-        of all the runs in flight share one query per loop iteration."""
+        of all the runs in flight share one query per loop iteration.
+
+        The poll follows REAL time (SYSTEM_CLOCK), not the run's clock: it bounds only how long a cancel from
+        another process goes unseen — nothing a replay reads — and a test's frozen FakeClock must not keep a
+        body from ever seeing one."""
         gen = cancels.generation()
-        if gen != self._cancel_gen or time.monotonic() >= self._cancel_due:
+        if gen != self._cancel_gen or SYSTEM_CLOCK.monotonic() >= self._cancel_due:
             self._cancel_gen = gen
             if await self.store.run_status(self.run_id, shared=LocalRunHandle.executing > 1) == "cancelled":
                 self._cancelled = True
-            self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
+            self._cancel_due = SYSTEM_CLOCK.monotonic() + cancels.POLL_MS / 1000
         self.check_cancelled()
 
 

@@ -74,7 +74,7 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
             if k >= policy.attempts or not retryable(exc, policy):
                 raise
             backoff = policy.backoff_ms(k)
-            delay = backoff if policy.jitter == "none" else sv.rng.uniform(0, backoff)
+            delay = backoff if policy.jitter == "none" else backoff * sv.clock.random()  # (recorded in the verdict)
             due_at = sv.clock.now_ms() + int(delay)
             if journal is not None:  # the verdict: a crash from here on resumes at attempt k+1, at due_at
                 verdict = {"attempt": k, "code": exc.code, "message": exc.message, "backoffMs": int(delay),

@@ -4,7 +4,6 @@ source of time and randomness, telo.clock) and how to sleep."""
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +21,5 @@ class Services:
 
     events: EventBus = field(default_factory=EventBus)
     clock: Clock = SYSTEM_CLOCK
-    rng: random.Random = field(default_factory=random.Random)
     sleep: Callable[[float], Awaitable[None]] = _default_sleep
 
