@@ -21,6 +21,7 @@ from typing import Any
 from telo import observability, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
+from telo.durable.appends import DeferredAppends
 from telo.durable.digest import (
     DIGEST_PATH,
     Digest,
@@ -42,7 +43,6 @@ from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspensio
 from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
-from telo.journal.chain import ChainBroken
 from telo.journal.claims import Fence
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
 
@@ -188,13 +188,13 @@ async def _execute_recovered(store: AsyncStore, run: str, body: WorkflowBody, ca
     observer = _observer.get()
     if observer is not None:
         observer(handle)
-    LocalRunHandle.executing += 1
+    DeferredAppends.executing += 1
     try:
         return await _run_body(store, run, body, call_inputs, handle, fence=fence, services=services, clock=clock,
                                fresh=fresh)
     finally:
-        LocalRunHandle.executing -= 1
-        _drain(handle)
+        DeferredAppends.executing -= 1
+        handle.appends.drain()
 
 
 async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
@@ -265,7 +265,7 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
     except TeloError as exc:  # the run's result cannot be framed: the run fails, visibly
         return await _fail(store, run, handle, "ERR_DURABLE_UNJOURNALABLE_VALUE", exc.message, counts())
     try:
-        record = await _complete(store, handle, run, outcome)
+        record = await handle.appends.complete(outcome, handle.fence)
     except TeloError as exc:
         if not halts(exc):
             raise
@@ -319,23 +319,6 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
     )
 
 
-async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome: Outcome) -> RunRecord:
-    """Settle the run completed once every pending append is durable: the completion is queued right behind
-    them (one group commit more at most, rather than a wait for them and then a commit of its own), and is
-    refused should one of them have failed."""
-    if handle.chain is None or not handle.pending:
-        return await store.complete(run, outcome, handle.fence)
-    completing = store.submit_complete(run, outcome, handle.chain)
-    handle.commit_if_alone()
-    try:
-        record = await completing
-    except ChainBroken:
-        await handle.flush()  # raises what broke the chain
-        raise
-    await handle.flush()
-    return record
-
-
 async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: BaseException) -> Execution:
     """This execution stops without settling the run (telo.engine.suspend.ExecutionHalted): it was cancelled,
     or its claim is no longer its own, or a write of it failed, so what it did since is not (all) in the journal.
@@ -365,22 +348,6 @@ async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: Ba
 # writes its own) nor a shutdown (the next worker continues at once).
 _WHY_KEPT = frozenset({"ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "ERR_JOURNAL_FAILED",
                        "ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
-
-
-def _drain(handle: LocalRunHandle) -> None:
-    """Pending appends nobody will wait for (the body raised): let them finish, and read their errors so
-    asyncio does not report them as never retrieved."""
-    for future in handle.pending_futures():
-        if future.done():
-            if not future.cancelled():
-                future.exception()
-        else:
-            future.add_done_callback(_retrieve)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
 
 
 def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
