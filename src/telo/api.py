@@ -263,6 +263,9 @@ class AsyncApp:
     """
 
     def __init__(self, application: _Host, *, owns_journal: bool = False) -> None:
+        from telo import observability
+
+        observability.trace_from_environment()  # TELO_OTEL, read once per process (docs/observability.md)
         self.application = application
         self.clock: Clock = application.clock
         self._owns_journal = owns_journal

@@ -19,7 +19,10 @@ from telo.durable import effects, failures, shutdown, unconfirmed
 from telo.durable.aio import AsyncStore
 from telo.durable.appends import DEFERRED_STEPS as DEFERRED_STEPS  # (re-exported: tests import it from here)
 from telo.durable.appends import DeferredAppends
-from telo.durable.halting import RUN_CANCELLED, RunCancelled, halts
+from telo.durable.cancelling import CancelPoll
+from telo.durable.halting import halts
+from telo.durable.observers import StepObserver
+from telo.durable.regions import RegionReports
 from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.handle import Execute
@@ -33,7 +36,6 @@ from telo.errors import (
     TypedFrameUnencodable,
     UnjournalableValue,
 )
-from telo.journal import cancels
 from telo.journal.chain import ChainBroken
 from telo.journal.claims import Fence
 from telo.journal.eventlog import RunState, storage_path
@@ -61,10 +63,7 @@ class LocalRunHandle:
         self.replayed_steps = 0
         self.executed_steps = 0
         self.latched: Suspension | None = None
-        self.collapsed_regions = 0
-        self.collapse_reasons: list[str] = []
-        self._reported: set[int] = set()
-        self._cancelled = False
+        self.regions = RegionReports(self.run_id)
         # The claim this execution holds: every write goes through it (telo.journal.claims "Fencing"), and its
         # renewal (telo.durable.renewals) is checked before each effect.
         self.fence = fence
@@ -73,11 +72,10 @@ class LocalRunHandle:
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
-        self.on_step: Callable[[str, str, Mapping[str, str] | None], None] | None = None
+        self.observers: tuple[StepObserver, ...] = ()  # (telo.durable.observers; usually none)
         self.appends = DeferredAppends(store, self.run_id, store.chain(self.run_id, fence))
         self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}
-        self._cancel_gen = cancels.generation()
-        self._cancel_due = SYSTEM_CLOCK.monotonic() + cancels.POLL_MS / 1000
+        self.cancel_poll = CancelPoll(store, self.run_id)
 
     def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
         """The target's unconfirmed-effect policy, asked once per target and execution."""
@@ -86,6 +84,10 @@ class LocalRunHandle:
         if policy is None:
             policy = self._policies[key] = self.policy_for(target)
         return policy
+
+    def observe(self, observer: StepObserver) -> None:
+        """Tell ``observer`` about each journaled step of this execution from now on."""
+        self.observers = (*self.observers, observer)
 
     def eager(self) -> None:
         """Wait for every append's commit before going on (the workflow's ``durability: eager``)."""
@@ -157,36 +159,43 @@ class LocalRunHandle:
         await self.appends.flush()
 
     async def step(self, path: str, target: Mapping[str, str] | None, inputs: Any, execute: Execute) -> Any:
-        existing = self.entries.get(path)
-        if existing is not None:
-            if existing.target is not None and target is not None and not targets_match(existing.target, target):
-                raise JournalEntryMismatch(
-                    ERR_JOURNAL_ENTRY_MISMATCH,
-                    f"replay of run {self.run_id!r} reached {_describe(target)} at {path!r}, but the journal "
-                    f"records {_describe(existing.target)} there",
-                    hint="the manifest changed under a live run; restore the previous manifest, or fork/restore "
-                    "the run to a checkpoint before this step",
-                    data={"run": self.run_id, "path": path, "recorded": dict(existing.target),
-                          "reached": dict(target)},
-                )
-            self.replayed_steps += 1
-            if self.on_step:
-                self.on_step("replayed", path, target)
-            return self._read(existing)
-        failed = self.entries.get(paths.failure_path(path)) if self.opened else None
-        if failed is not None:  # its failure receipt: the same error, the effect not executed again
-            self.replayed_steps += 1
-            if self.on_step:
-                self.on_step("replayed", path, target)
-            raise failures.replayed(self._read(failed))
+        observers = self.observers  # (told inline, not by a wrapper: no observers cost no frame)
+        if observers:
+            for observer in observers:
+                observer.step_started(path, target)
+        error: BaseException | None = None
         try:
-            return await self._execute_step(path, target, execute)
-        except TeloError as exc:
-            if halts(exc):  # (never an effect's own failure: telo.durable.halting.body_failure)
-                self._halt(exc)
+            existing = self.entries.get(path)
+            if existing is not None:
+                if existing.target is not None and target is not None and not targets_match(existing.target,
+                                                                                            target):
+                    raise _mismatch(self.run_id, path, existing.target, target)
+                self.replayed_steps += 1
+                for observer in observers:
+                    observer.step_answered(path, target, replayed=True)
+                return self._read(existing)
+            failed = self.entries.get(paths.failure_path(path)) if self.opened else None
+            if failed is not None:  # its failure receipt: the same error, the effect not executed again
+                self.replayed_steps += 1
+                for observer in observers:
+                    observer.step_answered(path, target, replayed=True)
+                raise failures.replayed(self._read(failed))
+            try:
+                return await self._execute_step(path, target, execute, observers)
+            except TeloError as exc:
+                if halts(exc):  # (never an effect's own failure: telo.durable.halting.body_failure)
+                    self._halt(exc)
+                raise
+        except BaseException as exc:
+            error = exc
             raise
+        finally:
+            if observers:
+                for observer in reversed(observers):
+                    observer.step_ended(path, target, error)
 
-    async def _execute_step(self, path: str, target: Mapping[str, str] | None, execute: Execute) -> Any:
+    async def _execute_step(self, path: str, target: Mapping[str, str] | None, execute: Execute,
+                            observers: tuple[StepObserver, ...]) -> Any:
         """A step with no entry: settle an unconfirmed earlier attempt, make sure this execution still holds
         the run, execute, record the receipt."""
         await self.check_cancelled_async()
@@ -215,8 +224,8 @@ class LocalRunHandle:
             await self._still_holding()  # (checked inline first: the common case costs no coroutine)
         if shutdown.draining():  # (after the flush above: what this execution finished is durable)
             raise shutdown.refusal(self.run_id, path)
-        if self.on_step:
-            self.on_step("executing", path, target)
+        for observer in observers:
+            observer.step_answered(path, target, replayed=False)
         faults.point("before-effect")
         try:
             if resume == _FIRST_ATTEMPT and ctx.extra(RESUME_ATTEMPT, _FIRST_ATTEMPT) == _FIRST_ATTEMPT:
@@ -358,49 +367,28 @@ class LocalRunHandle:
         return self.store.writes_inside(zone)
 
     def report_zone(self, report: ZoneReport) -> None:
-        """One ``durable.zone.mode`` record per REGION (spec §8.3), both outcomes at the same level."""
-        key = id(report.zone)
-        if key in self._reported:
-            return
-        self._reported.add(key)
-        attrs: dict[str, Any] = {
-            "durable.run": self.run_id,
-            "durable.zone": report.zone.kind,
-            "durable.zone.attribute": report.attribute,
-            "durable.zone.mode": report.mode,
-        }
-        if report.attestation:
-            attrs["durable.zone.attestation"] = report.attestation
-        log.info("durable.zone.mode", extra=attrs)
-        if report.mode == "collapsed":
-            self.collapsed_regions += 1
-            self.collapse_reasons.append(f"{report.zone.kind} ({report.attribute}): "
-                                         f"{report.zone.reason(report.attribute)}")
+        """One ``durable.zone.mode`` record per REGION (telo.durable.regions)."""
+        self.regions.report(report)
 
     # --- cancellation ---------------------------------------------------------------------------------
 
     def check_cancelled(self) -> None:
-        if self._cancelled:
-            raise RunCancelled(RUN_CANCELLED, f"run {self.run_id!r} was cancelled",
-                               data={"run": self.run_id})
+        self.cancel_poll.raise_if_cancelled()
 
     async def check_cancelled_async(self) -> None:
-        """Before each effect: has the run been cancelled? Cancel stops a running body at its next step.
+        """Before each effect: has the run been cancelled? (telo.durable.cancelling)"""
+        await self.cancel_poll.check(shared=DeferredAppends.executing > 1)
 
-        The run's status is read when this process wrote a cancel since the last read, and otherwise at
-        most every :data:`telo.journal.cancels.POLL_MS` (a cancel from another process); on SQLite the reads
-        of all the runs in flight share one query per loop iteration.
 
-        The poll follows REAL time (SYSTEM_CLOCK), not the run's clock: it bounds only how long a cancel from
-        another process goes unseen — nothing a replay reads — and a test's frozen FakeClock must not keep a
-        body from ever seeing one."""
-        gen = cancels.generation()
-        if gen != self._cancel_gen or SYSTEM_CLOCK.monotonic() >= self._cancel_due:
-            self._cancel_gen = gen
-            if await self.store.run_status(self.run_id, shared=DeferredAppends.executing > 1) == "cancelled":
-                self._cancelled = True
-            self._cancel_due = SYSTEM_CLOCK.monotonic() + cancels.POLL_MS / 1000
-        self.check_cancelled()
+def _mismatch(run: str, path: str, recorded: Mapping[str, str], reached: Mapping[str, str]) -> JournalEntryMismatch:
+    return JournalEntryMismatch(
+        ERR_JOURNAL_ENTRY_MISMATCH,
+        f"replay of run {run!r} reached {_describe(reached)} at {path!r}, but the journal records "
+        f"{_describe(recorded)} there",
+        hint="the manifest changed under a live run; restore the previous manifest, or fork/restore the run to a "
+        "checkpoint before this step",
+        data={"run": run, "path": path, "recorded": dict(recorded), "reached": dict(reached)},
+    )
 
 
 def _describe(target: Mapping[str, str]) -> str:
