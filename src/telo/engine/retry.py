@@ -16,10 +16,10 @@ from typing import Any
 from telo import paths
 from telo.engine.context import RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.dispatch import Invocable, InvokeError, dispatch
-from telo.engine.journaling import journal_for
+from telo.engine.journaling import journal_for, suspend_allowed
 from telo.engine.services import Services
 from telo.engine.steps import InvokeStep, RetryPolicy
-from telo.engine.suspend import ParkUntil, ParkWhere, suspend_allowed
+from telo.engine.suspend import ParkUntil, ParkWhere
 from telo.errors import TeloError
 
 SUSPENDING_BACKOFF_MS = 30_000

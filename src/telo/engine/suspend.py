@@ -11,9 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from telo.engine.context import current
-from telo.engine.zones import NO_SUSPEND
-from telo.errors import ERR_DURABLE_SUSPENDED, SuspendForbidden
+from telo.errors import ERR_DURABLE_SUSPENDED
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +71,3 @@ class ExecutionHalted(BaseException):
     @property
     def code(self) -> str:
         return str(getattr(self.cause, "code", "INTERNAL_ERROR"))
-
-
-def suspend_allowed(resource: str) -> None:
-    """Parking inside a ``noSuspend`` zone is refused, quoting that zone's own reason (spec §9)."""
-    for zone in reversed(current().zones):
-        if zone.has(NO_SUSPEND):
-            raise SuspendForbidden(
-                "ERR_DURABLE_SUSPEND_FORBIDDEN",
-                f"{resource!r} would park inside {zone.kind} {zone.resource or ''}, which forbids suspending: "
-                f"{zone.reason(NO_SUSPEND)}".replace("  ", " "),
-                hint="move the wait or the long retry outside the region, or shorten the backoff below 30 s",
-                data={"resource": resource, "zone": zone.kind, "reason": zone.reason(NO_SUSPEND)},
-            )
