@@ -177,6 +177,8 @@ class OtelTracer:
         ) as span:
             yield _OtelRunSpan(self, span, run)
 
+    run_span = execution  # (its name before telo.durable.observers: docs/observability.md named it)
+
     def install_log_bridge(self) -> None:
         logger = logging.getLogger(LOGGER)
         self.bridge = LogBridge(self)
