@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,6 +217,9 @@ class AsyncApp:
     """
 
     def __init__(self, application: Application, *, journal: Store | None = None, owns_journal: bool = False) -> None:
+        from telo import observability
+
+        observability.trace_from_environment()  # TELO_OTEL, read once per process (docs/observability.md)
         self.application = application
         self.journal_store = journal  # replaces every journal resource's own store
         if journal is not None:
@@ -429,7 +431,8 @@ class AsyncApp:
 
     async def _rest(self, run: str, deadline: float | None) -> RunResult:
         """Wait until ``run`` rests: it settles, parks waiting for a delivery or an operator, parks on time
-        under a fake clock, or nothing in this process executes it; or until ``deadline`` (monotonic s)."""
+        under a fake clock, or nothing in this process executes it; or until ``deadline`` (seconds on the REAL
+        monotonic clock, SYSTEM_CLOCK: a caller's timeout is real time, whatever the application's clock says)."""
         fut: asyncio.Future[Any] | None = None
         while True:
             fut = self._inflight.get(run) or fut  # kept once done: a crash of the execution is raised here
@@ -453,7 +456,7 @@ class AsyncApp:
 
                 if record.status != "running" or not claim_is_live(record.claim, self.clock.now_ms()):
                     return _result(record)  # scheduled, or interrupted with nobody executing it
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and SYSTEM_CLOCK.monotonic() >= deadline:
                 return _result(record)
             if local:
                 assert fut is not None
@@ -496,7 +499,7 @@ class AsyncApp:
         not: the run is returned parked). ``wait`` bounds the wait (seconds or ``"30s"``)."""
         seconds = _seconds(wait)
         ref = await self.start(workflow, inputs)
-        return await self._rest(ref.run_id, None if seconds is None else time.monotonic() + seconds)
+        return await self._rest(ref.run_id, None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds)
 
     # --- addressing runs ----------------------------------------------------------------------------------
 
@@ -519,10 +522,10 @@ class AsyncApp:
         await self._ready()
         run_id = _run_id(run)
         seconds = _seconds(wait)
-        deadline = None if seconds is None else time.monotonic() + seconds
+        deadline = None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds
         while True:
             record = await self._read(run_id)
-            if record.terminal or deadline is None or time.monotonic() >= deadline:
+            if record.terminal or deadline is None or SYSTEM_CLOCK.monotonic() >= deadline:
                 return _result(record)
             await asyncio.sleep(POLL_S)
 
@@ -531,7 +534,7 @@ class AsyncApp:
         time, under a fake clock) — as :meth:`run` does after starting it; ``timeout`` bounds the wait."""
         await self._ready()
         seconds = _seconds(timeout)
-        return await self._rest(_run_id(run), None if seconds is None else time.monotonic() + seconds)
+        return await self._rest(_run_id(run), None if seconds is None else SYSTEM_CLOCK.monotonic() + seconds)
 
     async def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
         """Deliver ``payload`` to the run parked on ``token`` (validated against the awaiting resource's

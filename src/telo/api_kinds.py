@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, is_typeddict
 
-from telo.errors import TeloError
 from telo.runtime.resource import Resource
 
 if TYPE_CHECKING:
@@ -280,11 +279,3 @@ def _abc(name: str) -> Any:
     import collections.abc
 
     return getattr(collections.abc, name)
-
-
-def require_kind(obj: Any) -> KindDef:
-    found = definition_of(obj)
-    if found is None:
-        raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{obj!r} is not a kind made with @telo.kind",
-                        hint="decorate the function with @telo.kind('Module.Kind')")
-    return found

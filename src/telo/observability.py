@@ -3,7 +3,8 @@
 
 Optional: needs the ``otel`` extra (``opentelemetry-api``, ``opentelemetry-sdk``). Nothing here imports
 OpenTelemetry until tracing is enabled — by :func:`enable_tracing`, or by ``TELO_OTEL=1`` in the environment
-(read at the first run execution) — so telo runs without it installed.
+(read by :func:`trace_from_environment` when a front end starts: the ``telo`` command, ``telo.load``/``App``) —
+so telo runs without it installed.
 
 What is emitted:
 
@@ -21,10 +22,10 @@ What is emitted:
   current span's context) when a logs SDK provider is available — passed as ``logger_provider`` or set
   globally. Otherwise they become EVENTS on the current span, so they are never lost.
 
-The hooks used: :func:`run_tracer` is consulted by ``execute_run`` (one ``with`` around the execution); the
-run handle's ``on_step`` callback says whether a step replayed; the handle's ``step`` is wrapped on the
-instance so a step span covers exactly the step's execution (nested steps nest); a :class:`logging.Handler` on
-``telo.durable`` bridges the records.
+The hooks used (telo.durable.observers): the tracer is an execution observer, so ``execute_run`` runs each
+execution inside its run span; the run span is that execution's step observer, told when each step starts
+(a step span is made current, so nested steps nest), whether the journal answered it, and how it ended. A
+:class:`logging.Handler` on ``telo.durable`` bridges the records.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from telo.durable.observers import EndedExecution, add_execution_observer, remove_execution_observer
+from telo.engine.suspend import Suspension
 
 if TYPE_CHECKING:
-    from opentelemetry.trace import Span, Tracer, TracerProvider
+    from contextvars import Token
 
-    from telo.durable.execute import Execution
-    from telo.durable.handle import LocalRunHandle
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Span, Tracer, TracerProvider
 
 ENV_VAR: Final = "TELO_OTEL"
 INSTRUMENTATION: Final = "telo"
@@ -53,27 +57,19 @@ log = logging.getLogger("telo.observability")
 _RECORD_FIELDS: Final = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
-class RunSpan(Protocol):
-    """One execution of one run, as :func:`telo.durable.execute.execute_run` sees its tracer."""
-
-    def on_handle(self, handle: LocalRunHandle) -> None:
-        """Called with the run's handle before the body runs."""
-
-    def finish(self, execution: Execution) -> None:
-        """Called with how the execution ended, before the span closes."""
-
-
-class RunTracer(Protocol):
-    def run_span(self, run: str, workflow: str) -> contextlib.AbstractContextManager[RunSpan]: ...
-
-
-_tracer: RunTracer | None = None
+_tracer: OtelTracer | None = None
 _env_checked = False
 
 
-def run_tracer() -> RunTracer | None:
-    """The installed tracer, if any: what ``execute_run`` wraps each execution in. The first call enables
-    tracing when ``TELO_OTEL`` asks for it."""
+def run_tracer() -> OtelTracer | None:
+    """The installed tracer, if any: what every execution runs inside (after :func:`trace_from_environment`)."""
+    return trace_from_environment()
+
+
+def trace_from_environment() -> OtelTracer | None:
+    """Enable tracing when ``TELO_OTEL`` asks for it, once per process (unless :func:`enable_tracing` or
+    :func:`disable_tracing` chose already); the installed tracer, if any. Called when a front end starts —
+    the ``telo`` command, ``telo.load``/``App`` — before any run executes."""
     global _env_checked
     if _tracer is None and not _env_checked:
         _env_checked = True
@@ -105,6 +101,7 @@ def enable_tracing(provider: TracerProvider | None = None, *, logger_provider: A
     tracer = (provider or trace.get_tracer_provider()).get_tracer(INSTRUMENTATION)
     otel = OtelTracer(tracer, _otel_logger(logger_provider))
     otel.install_log_bridge()
+    add_execution_observer(otel)
     _tracer = otel
     return otel
 
@@ -112,7 +109,8 @@ def enable_tracing(provider: TracerProvider | None = None, *, logger_provider: A
 def disable_tracing() -> None:
     """Stop tracing (and bridging log records); runs execute exactly as without OpenTelemetry."""
     global _tracer, _env_checked
-    if isinstance(_tracer, OtelTracer):
+    if _tracer is not None:
+        remove_execution_observer(_tracer)
         _tracer.remove_log_bridge()
     _tracer = None
     _env_checked = True  # an explicit choice wins over the environment
@@ -155,11 +153,9 @@ def _target_attrs(target: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
-OnStep = Callable[[str, str, "Mapping[str, str] | None"], None]
-
-
 class OtelTracer:
-    """The OpenTelemetry :class:`RunTracer` (see the module docstring for the spans and attributes)."""
+    """The OpenTelemetry execution observer (telo.durable.observers; see the module docstring for the spans and
+    attributes)."""
 
     def __init__(self, tracer: Tracer, otel_logger: Any) -> None:
         self.tracer = tracer
@@ -173,13 +169,15 @@ class OtelTracer:
         return "logs" if self.otel_logger is not None else "span-events"
 
     @contextlib.contextmanager
-    def run_span(self, run: str, workflow: str) -> Iterator[RunSpan]:
+    def execution(self, run: str, workflow: str) -> Iterator[_OtelRunSpan]:
         # The body's own outcome (parked, failed, ...) is reported by finish(); an exception escaping the
         # execution is a crash of telo itself, recorded as such by the context manager.
         with self.tracer.start_as_current_span(
             RUN_SPAN, attributes={"durable.run": run, "durable.workflow": workflow}
         ) as span:
             yield _OtelRunSpan(self, span, run)
+
+    run_span = execution  # (its name before telo.durable.observers: docs/observability.md named it)
 
     def install_log_bridge(self) -> None:
         logger = logging.getLogger(LOGGER)
@@ -200,62 +198,43 @@ class OtelTracer:
 
 
 class _OtelRunSpan:
+    """One execution's run span, and the observer of its steps: a step span each, current while it runs."""
+
     def __init__(self, owner: OtelTracer, span: Span, run: str) -> None:
         self.owner = owner
         self.span = span
         self.run = run
+        self.open: dict[str, tuple[Span, Token[Context]]] = {}  # path -> its step span, and the context token to detach
 
-    def on_handle(self, handle: LocalRunHandle) -> None:
-        tracer = self.owner.tracer
-        answered: dict[str, Span] = {}  # path -> its open step span, for on_step to mark
+    def step_started(self, path: str, target: Mapping[str, str] | None) -> None:
+        from opentelemetry import context, trace
 
-        def on_step(event: str, path: str, target: Mapping[str, str] | None) -> None:
-            span = answered.get(path)
-            if span is not None:
-                span.set_attribute("durable.replayed", event == "replayed")
+        attrs: dict[str, Any] = {"durable.run": self.run, "durable.path": path, **_target_attrs(target)}
+        span = self.owner.tracer.start_span(STEP_SPAN, attributes=attrs)  # (a child of the current span)
+        self.open[path] = (span, context.attach(trace.set_span_in_context(span)))
 
-        def ensure_hooked() -> None:
-            # Another observer may have replaced on_step after us (a progress view): chain in front of it.
-            current = handle.on_step
-            if current is None or getattr(current, "__telo_otel__", False) is False:
-                def chained(event: str, path: str, target: Mapping[str, str] | None) -> None:
-                    on_step(event, path, target)
-                    if current is not None:
-                        current(event, path, target)
+    def step_answered(self, path: str, target: Mapping[str, str] | None, *, replayed: bool) -> None:
+        opened = self.open.get(path)
+        if opened is not None:
+            opened[0].set_attribute("durable.replayed", replayed)
 
-                chained.__telo_otel__ = True  # type: ignore[attr-defined]
-                handle.on_step = chained
+    def step_ended(self, path: str, target: Mapping[str, str] | None, error: BaseException | None) -> None:
+        from opentelemetry import context
+        from opentelemetry.trace import Status, StatusCode
 
-        original = handle.step
+        opened = self.open.pop(path, None)
+        if opened is None:
+            return
+        span, token = opened
+        context.detach(token)
+        if isinstance(error, Suspension):
+            span.set_attribute("durable.parked", True)  # a park is how a wait works, not an error
+        elif isinstance(error, Exception):
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, getattr(error, "code", type(error).__name__)))
+        span.end()
 
-        async def traced_step(path: str, target: Mapping[str, str] | None, inputs: Any,
-                              execute: Callable[[], Any]) -> Any:
-            from opentelemetry.trace import Status, StatusCode
-
-            from telo.engine.suspend import Suspension
-
-            ensure_hooked()
-            attrs: dict[str, Any] = {"durable.run": self.run, "durable.path": path, **_target_attrs(target)}
-            with tracer.start_as_current_span(STEP_SPAN, attributes=attrs, record_exception=False,
-                                              set_status_on_exception=False) as span:
-                answered[path] = span
-                try:
-                    return await original(path, target, inputs, execute)
-                except Suspension:
-                    span.set_attribute("durable.parked", True)  # a park is how a wait works, not an error
-                    raise
-                except Exception as exc:
-                    span.record_exception(exc)
-                    span.set_status(Status(StatusCode.ERROR, getattr(exc, "code", type(exc).__name__)))
-                    raise
-                finally:
-                    answered.pop(path, None)
-
-        ensure_hooked()
-        # Wrapped on the instance: the handle keeps no tracing code, and an untraced run pays nothing.
-        handle.step = traced_step  # type: ignore[method-assign]
-
-    def finish(self, execution: Execution) -> None:
+    def finish(self, execution: EndedExecution) -> None:
         from opentelemetry.trace import Status, StatusCode
 
         span = self.span

@@ -23,7 +23,6 @@ Importing this module is cheap: pytest loads it in every session of a project th
 
 from __future__ import annotations
 
-import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from telo.clock import SYSTEM_CLOCK  # (real time: a test's timeouts are in real seconds whatever its fake clock says)
 
 if TYPE_CHECKING:
     from telo.api import App, RunResult
@@ -101,7 +102,7 @@ def settle(app: App, run: Any, *, max_rounds: int = 1000, timeout: float = 30.0)
     jump the fake clock to its due time and continue it. Returns the run's result once it settles, or parks
     waiting for a delivery or an operator. ``timeout`` bounds the real time spent waiting for executions."""
     clock = _fake(app)
-    deadline = time.monotonic() + timeout
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
     for _ in range(max_rounds):
         result = _rest(app, run, deadline)
         parked = result.parked
@@ -115,7 +116,7 @@ def settle(app: App, run: Any, *, max_rounds: int = 1000, timeout: float = 30.0)
 
 def _rest(app: App, run: Any, deadline: float) -> RunResult:
     """The run's result once it rests (``App.wait``), or at ``deadline``."""
-    return app.wait(run, timeout=max(0.0, deadline - time.monotonic()))
+    return app.wait(run, timeout=max(0.0, deadline - SYSTEM_CLOCK.monotonic()))
 
 
 def deliver(app: App, token: str, payload: Any = None, *, timeout: float = 30.0) -> RunResult:
@@ -124,7 +125,7 @@ def deliver(app: App, token: str, payload: Any = None, *, timeout: float = 30.0)
     delivery = app.deliver(token, payload)
     if not delivery.delivered or delivery.run_id is None:
         raise AssertionError(f"no run is parked on token {token!r} (or it was delivered already)")
-    return _rest(app, delivery.run_id, time.monotonic() + timeout)
+    return _rest(app, delivery.run_id, SYSTEM_CLOCK.monotonic() + timeout)
 
 
 # --- replay tracking ---------------------------------------------------------------------------------------

@@ -7,35 +7,16 @@ import json
 import sqlite3
 from pathlib import Path
 
+from tests.greeting_manifest import APPROVAL, manifest
 from tests.process import telo
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: Children }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-sqlite, Run: run }
-targets:
-  - name: start
-    invoke: !ref parent
-    inputs: { id: !cel "inputs.id" }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./journal.db
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "'hello ' + inputs.who"
----
+MANIFEST = manifest("Children", """\
 kind: Local.Workflow
 metadata: { name: child }
 journal: !ref runs
 steps:
   - { name: hi, invoke: !ref greet, inputs: { who: child } }
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
+""", APPROVAL, """\
 kind: Local.Workflow
 metadata: { name: parent }
 journal: !ref runs
@@ -44,7 +25,7 @@ inputs: { id: !cel "inputs.id" }
 steps:
   - { name: spawn, invoke: !ref child, inputs: {} }
   - { name: wait, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
-"""
+""", start="parent")
 
 
 def child_runs(db: Path) -> list[str]:

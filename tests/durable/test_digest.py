@@ -9,49 +9,10 @@ import pytest
 
 from telo.durable.digest import digest_of
 from telo.manifest import load_manifest
+from tests.greeting_manifest import APPROVAL, GREET_AND_WAIT, manifest
 from tests.process import telo
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: Digest }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-sqlite, Run: run }
-targets:
-  - name: start
-    invoke: !ref flow
-    inputs: { id: !cel "inputs.id" }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./journal.db
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "'hello ' + inputs.who"
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
-kind: Run.Value
-metadata: { name: unrelated }
-value: 1
----
-kind: Local.Workflow
-metadata: { name: flow }
-journal: !ref runs
-runId: !cel "'flow:' + inputs.id"
-inputs: { id: !cel "inputs.id" }
-steps:
-  - name: first
-    invoke: !ref greet
-    inputs: { who: ada }
-  - name: wait
-    invoke: !ref approval
-    inputs: { id: !cel "inputs.id" }
-  - name: last
-    invoke: !ref greet
-    inputs: { who: !cel "steps.wait.result.by" }
-"""
+MANIFEST = manifest("Digest", APPROVAL, "kind: Run.Value\nmetadata: { name: unrelated }\nvalue: 1\n", GREET_AND_WAIT)
 
 
 def status(cwd: Path, run: str) -> dict[str, object]:

@@ -25,36 +25,17 @@ from telo import observability
 from telo.durable.waits import deliver
 from telo.journal import open_store
 from telo.kinds.controllers import load_application
+from tests.greeting_manifest import APPROVAL, manifest
 
 # greet, then a Durable.Idempotent region (a collapsed zone: one durable.zone.mode record), then park on a
 # delivery; the second execution replays all that and executes `last`.
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: Traced }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-sqlite, Run: run }
-targets:
-  - name: start
-    invoke: !ref flow
-    inputs: { id: !cel "inputs.id" }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./journal.db
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "'hello ' + inputs.who"
----
+MANIFEST = manifest("Traced", """\
 kind: Durable.Idempotent
 metadata: { name: bulk }
 reason: upserts by natural key
 steps:
   - { name: one, invoke: !ref greet, inputs: { who: one } }
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
+""", APPROVAL, """\
 kind: Local.Workflow
 metadata: { name: flow }
 journal: !ref runs
@@ -65,7 +46,7 @@ steps:
   - { name: region, invoke: !ref bulk }
   - { name: wait, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
   - { name: last, invoke: !ref greet, inputs: { who: !cel "steps.wait.result.by" } }
-"""
+""")
 
 
 @pytest.fixture(autouse=True)

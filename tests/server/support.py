@@ -5,45 +5,10 @@ from __future__ import annotations
 
 from telo.journal.model import Admission, Entry, Parked
 from telo.journal.store import Store
+from tests.greeting_manifest import APPROVAL, GREET_AND_WAIT, manifest
 
-# A workflow that greets, parks on an approval token, then greets whoever approved (as tests/durable/test_digest).
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: Dashboard }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-sqlite, Run: run }
-targets:
-  - name: start
-    invoke: !ref flow
-    inputs: { id: !cel "inputs.id" }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./journal.db
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "'hello ' + inputs.who"
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
-kind: Local.Workflow
-metadata: { name: flow }
-journal: !ref runs
-runId: !cel "'flow:' + inputs.id"
-inputs: { id: !cel "inputs.id" }
-steps:
-  - name: first
-    invoke: !ref greet
-    inputs: { who: ada }
-  - name: wait
-    invoke: !ref approval
-    inputs: { id: !cel "inputs.id" }
-  - name: last
-    invoke: !ref greet
-    inputs: { who: !cel "steps.wait.result.by" }
-"""
+# A workflow that greets, parks on an approval token, then greets whoever approved (tests/greeting_manifest).
+MANIFEST = manifest("Dashboard", APPROVAL, GREET_AND_WAIT)
 
 GREET = {"kind": "Run.Value", "name": "greet"}
 

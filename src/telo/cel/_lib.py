@@ -107,7 +107,6 @@ BoolValue: Final[Callable[..., Any]] = wrappers_pb2.BoolValue
 StringValue: Final[Callable[..., Any]] = wrappers_pb2.StringValue
 STRING_DESCRIPTOR: Final[Any] = wrappers_pb2.StringValue.DESCRIPTOR
 UINT64_DESCRIPTOR: Final[Any] = wrappers_pb2.UInt64Value.DESCRIPTOR
-INT64_DESCRIPTOR: Final[Any] = wrappers_pb2.Int64Value.DESCRIPTOR
 BOOL_DESCRIPTOR: Final[Any] = wrappers_pb2.BoolValue.DESCRIPTOR
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime
 import json as _json
 import math
-import secrets
 import uuid
 import zoneinfo
 from collections.abc import Callable, Mapping
@@ -36,7 +35,7 @@ from typing import Any, Final
 from telo.cel import _lib
 from telo.cel.errors import FUNCTION_FAILURE_MARK
 from telo.cel.urltype import URL_CEL_TYPE, is_url_message, url_from_message, url_to_message
-from telo.clock import SYSTEM_CLOCK, Clock, uuid4, uuid7
+from telo.clock import SYSTEM_CLOCK, Clock, random_bits, uuid4, uuid7
 from telo.values.numbers import double_text
 from telo.values.plain import to_plain
 from telo.values.types import INT64_MAX, INT64_MIN, CelMap, Duration, Timestamp
@@ -108,15 +107,15 @@ def _gregorian_100ns() -> int:
 
 def _uuidv1() -> str:
     ts = _gregorian_100ns()
-    clock_seq = secrets.randbits(14)
-    node = secrets.randbits(48) | (1 << 40)  # a random node id has the multicast bit set (RFC 9562 §6.10)
+    clock_seq = random_bits(14)
+    node = random_bits(48) | (1 << 40)  # a random node id has the multicast bit set (RFC 9562 §6.10)
     fields = (ts & 0xFFFFFFFF, (ts >> 32) & 0xFFFF, (ts >> 48) | 0x1000, 0x80 | clock_seq >> 8, clock_seq & 0xFF, node)
     return str(uuid.UUID(fields=fields))
 
 
 def _uuidv6() -> str:
     ts = _gregorian_100ns()
-    rand = secrets.randbits(62)
+    rand = random_bits(62)
     value = (ts >> 12) << 80 | 0x6 << 76 | (ts & 0xFFF) << 64 | 0b10 << 62 | rand
     return str(uuid.UUID(int=value))
 

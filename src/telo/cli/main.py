@@ -73,7 +73,9 @@ def frame_decode(frame_text: str) -> None:
 
 
 def main() -> None:
+    from telo import observability
     from telo.cli import logs, run_cmds, runs_cmds, runs_group, ui_cmd  # noqa: F401 - registers the commands on `cli`
 
     logs.install()
+    observability.trace_from_environment()  # TELO_OTEL (docs/observability.md)
     sys.exit(cli.main(standalone_mode=True))

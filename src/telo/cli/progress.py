@@ -3,9 +3,9 @@ each run ends.
 
 Two sources feed it, both in the event loop's thread:
 
-- the run handle's ``on_step(event, path, target)`` slot (``executing`` before a step's effect runs,
-  ``replayed`` when its recorded result is returned instead); :func:`telo.durable.execute.observing_handles`
-  hands us every handle a workflow opens while ``telo run`` executes;
+- a step observer on each run handle (telo.durable.observers: told ``replayed`` when a step's recorded result
+  is returned, or that its effect is about to execute); :func:`telo.durable.execute.observing_handles` hands
+  us every handle a workflow opens while ``telo run`` executes;
 - the ``<workflow>.Run<Status>`` events :meth:`Workflow.execute` emits on the application's event bus when an
   execution ends (parked, completed, failed, cancelled, or still running when the process stopped).
 
@@ -76,20 +76,9 @@ class Progress:
     # --- sources ------------------------------------------------------------------------------------------
 
     def observe(self, handle: LocalRunHandle) -> None:
-        """Watch one execution's steps (chained after any ``on_step`` already installed)."""
+        """Watch one execution's steps."""
         self.handles[handle.run_id] = handle
-        previous = handle.on_step
-
-        def on_step(event: str, path: str, target: Mapping[str, str] | None) -> None:
-            if previous is not None:
-                previous(event, path, target)
-            recorded = handle.recorded(path)
-            # A delivery is a step entry without a target at the park path: replaying it IS the delivery
-            # reaching the body (telo.durable.waits.deliver).
-            delivered = event == "replayed" and recorded is not None and recorded.target is None
-            self.step(handle.run_id, "delivered" if delivered else event, path, target)
-
-        handle.on_step = on_step
+        handle.observe(_StepEvents(self, handle))
 
     def on_event(self, name: str, payload: Mapping[str, Any]) -> None:
         workflow, sep, tail = name.rpartition(RUN_EVENT)
@@ -122,6 +111,28 @@ class Progress:
 
     def close(self) -> None:
         """Stop rendering (the final state stays on screen)."""
+
+
+
+class _StepEvents:
+    """The step observer (telo.durable.observers) feeding one execution's steps to a :class:`Progress`."""
+
+    def __init__(self, progress: Progress, handle: LocalRunHandle) -> None:
+        self.progress, self.handle = progress, handle
+
+    def step_started(self, path: str, target: Mapping[str, str] | None) -> None:
+        pass
+
+    def step_answered(self, path: str, target: Mapping[str, str] | None, *, replayed: bool) -> None:
+        recorded = self.handle.recorded(path)
+        # A delivery is a step entry without a target at the park path: replaying it IS the delivery reaching
+        # the body (telo.durable.waits.deliver).
+        event = "executing" if not replayed else \
+            "delivered" if recorded is not None and recorded.target is None else "replayed"
+        self.progress.step(self.handle.run_id, event, path, target)
+
+    def step_ended(self, path: str, target: Mapping[str, str] | None, error: BaseException | None) -> None:
+        pass
 
 
 class PlainProgress(Progress):

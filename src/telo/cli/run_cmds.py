@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +16,7 @@ import click
 
 from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
 from telo.cli.progress import MODES as PROGRESS_MODES
+from telo.clock import SYSTEM_CLOCK
 from telo.errors import TeloError
 
 
@@ -115,7 +115,7 @@ def discover(paths: Sequence[str]) -> list[Path]:
 
 
 def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
-    start = time.monotonic()
+    start = SYSTEM_CLOCK.monotonic()
     env: dict[str, str] = {}
     for name in (".env", ".env.local"):  # reference §14: .env, then .env.local, then the host environment,
         env_file = manifest.parent / name  # later sources overriding earlier ones
@@ -128,10 +128,10 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
     try:
         proc = subprocess.run([sys.executable, "-m", "telo", "run", str(manifest)], capture_output=True, text=True,
                               timeout=timeout, env=env, stdin=subprocess.DEVNULL)
-        return manifest, proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start
+        return manifest, proc.returncode, proc.stdout + proc.stderr, SYSTEM_CLOCK.monotonic() - start
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return manifest, -1, out + f"\n(timed out after {timeout:g} s)", time.monotonic() - start
+        return manifest, -1, out + f"\n(timed out after {timeout:g} s)", SYSTEM_CLOCK.monotonic() - start
 
 
 @cli.command("test")

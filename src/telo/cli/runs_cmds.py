@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
+from telo.clock import SYSTEM_CLOCK
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, RunRecord
 
@@ -124,11 +125,11 @@ def result_command(run: str, wait: str | None, journal: str | None, manifest: st
     """Print a run's result; exit 1 if it failed or was cancelled, 4 if it has not settled."""
     from telo.kinds.addressing import duration_ms
 
-    deadline = time.monotonic() + (duration_ms(wait, "--wait") / 1000 if wait else 0)
+    deadline = SYSTEM_CLOCK.monotonic() + (duration_ms(wait, "--wait") / 1000 if wait else 0)
     with open_journal(journal, manifest) as store:
         while True:
             record = _require(store, run)
-            if record.terminal or time.monotonic() >= deadline:
+            if record.terminal or SYSTEM_CLOCK.monotonic() >= deadline:
                 break
             time.sleep(0.1)
         emit(status_view(record, store), as_json)
@@ -192,7 +193,7 @@ def resume_command(run: str, reason: str, force: bool, journal: str | None, mani
     from telo.kinds.addressing import resume_run
 
     with open_journal(journal, manifest) as store:
-        emit(dict(resume_run(store, run, reason, int(time.time() * 1000), force=force)), as_json)
+        emit(dict(resume_run(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)), as_json)
 
 
 @cli.command("resolve")
@@ -221,7 +222,7 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--skip-with") from exc
     assert action is not None
     with open_journal(journal, manifest) as store:
-        emit(dict(resolve_unconfirmed(store, run, path, action, value, int(time.time() * 1000))), as_json)
+        emit(dict(resolve_unconfirmed(store, run, path, action, value, SYSTEM_CLOCK.now_ms())), as_json)
 
 
 @cli.command("worker")

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +23,7 @@ import click
 from telo import paths
 from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli
 from telo.cli.runs_cmds import journal_option, json_option, manifest_option, open_journal, unconfirmed_report
+from telo.clock import SYSTEM_CLOCK, uuid4_hex
 from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, STATUSES, Entry, RunFilter, RunRecord
 
@@ -196,7 +196,7 @@ def list_command(status: str | None, workflow: str | None, since: str | None, li
                  journal: str | None, manifest: str | None, as_json: bool) -> None:
     """List runs, newest first, a page at a time."""
     flt = RunFilter(status=status, workflow=workflow,
-                    since=None if since is None else parse_since(since, int(time.time() * 1000)),
+                    since=None if since is None else parse_since(since, SYSTEM_CLOCK.now_ms()),
                     limit=limit, after=after)
     with reported(), open_store(journal, manifest) as store:
         page = store.list_runs(flt)
@@ -251,7 +251,7 @@ def show_view(store: Any, run: str) -> dict[str, Any]:
     if record.claim is not None:
         claim = holder_view(record.claim.holder)
         claim["until"] = ms_time(record.claim.until)
-        claim["live"] = rules.claim_is_live(record.claim, int(time.time() * 1000))
+        claim["live"] = rules.claim_is_live(record.claim, SYSTEM_CLOCK.now_ms())
         claim["fence"] = record.fence
         view["claim"] = claim
     unconfirmed = unconfirmed_report(store, run)
@@ -511,11 +511,9 @@ def fork_command(run: str, checkpoint: str, new_run: str | None, journal: str | 
 
     The new run is `running` with the same workflow and inputs; a worker (`telo worker MANIFEST`) continues
     it from the checkpoint."""
-    import uuid
-
     from telo.journal import eventlog
 
-    target = new_run or f"{run}:fork:{uuid.uuid4().hex[:8]}"
+    target = new_run or f"{run}:fork:{uuid4_hex()[:8]}"
     with reported(), open_store(journal, manifest) as store:
         seq = resolve_checkpoint(store, run, checkpoint)
         state = eventlog.fork(store, run, seq, target)
@@ -586,7 +584,7 @@ def schedule_command(manifest: str, workflow: str, after: str | None, at: str | 
 
     values = parse_inputs(inputs)
     with reported():
-        due = due_time(after, at, int(time.time() * 1000))
+        due = due_time(after, at, SYSTEM_CLOCK.now_ms())
         try:
             view = asyncio.run(admit_scheduled(manifest, workflow, values, run_id, due))
         except ManifestLoadError as exc:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from telo.clock import SYSTEM_CLOCK
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
@@ -149,7 +149,7 @@ class AsyncStore:
     async def claim(self, run: str, holder: str, now_ms: int) -> Fence | None:
         """Take the claim for the journal's lease: the fence an execution then writes through, or None if
         refused."""
-        asked = time.monotonic()
+        asked = SYSTEM_CLOCK.monotonic()  # real time, as the renewals that count the lease from it (renewals.py)
         if self._group is not None:
             token = await self._group.claim_async(run, holder, self.claim_ttl_ms, now_ms)
         else:

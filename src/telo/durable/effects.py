@@ -30,7 +30,6 @@ from telo.journal.model import Entry
 REDRIVE: Final = "redrive"
 PARK: Final = "park"
 FAIL: Final = "fail"
-POLICIES: Final = (REDRIVE, PARK, FAIL)
 
 ATTEMPT = paths.ATTEMPT_MARK
 VERDICT = paths.RETRY_VERDICT

@@ -15,12 +15,13 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from telo import observability, paths
+from telo import paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable.aio import AsyncStore
+from telo.durable.appends import DeferredAppends
 from telo.durable.digest import (
     DIGEST_PATH,
     Digest,
@@ -33,15 +34,16 @@ from telo.durable.digest import (
 from telo.durable.effects import EffectPolicy
 from telo.durable.halting import RunCancelled, halts
 from telo.durable.handle import LocalRunHandle
+from telo.durable.observers import ExecutionWatch, execution_observers
 from telo.durable.renewals import Renewal, renew_while_executing
 from telo.engine.context import derive, entered, root
-from telo.engine.interpreter import Services, run_steps
+from telo.engine.interpreter import run_steps
+from telo.engine.services import Services
 from telo.engine.steps import Evaluable, Step
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import REPLAYED, Zone
 from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
 from telo.journal import eventlog
-from telo.journal.chain import ChainBroken
 from telo.journal.claims import Fence
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
 
@@ -58,8 +60,8 @@ _observer: contextvars.ContextVar[HandleObserver | None] = contextvars.ContextVa
 @contextlib.contextmanager
 def observing_handles(observer: HandleObserver) -> Iterator[None]:
     """Hand every run handle :func:`execute_run` opens in this context — and in the tasks started from it —
-    to ``observer`` before the body runs (as ``on_handle`` does for one call). ``telo run`` watches steps
-    for its progress view this way, without threading a listener through the application and workflows."""
+    to ``observer`` before the body runs. ``telo run`` watches steps for its progress view this way (a step
+    observer on each handle), without threading a listener through the application and workflows."""
     token = _observer.set(observer)
     try:
         yield
@@ -104,6 +106,21 @@ def _result_value(steps: Mapping[str, Any]) -> dict[str, Any]:
     return {"steps": dict(steps)}
 
 
+@dataclass(frozen=True, slots=True)
+class ExecutionSettings:
+    """What one execution of one run works with, from :func:`execute_run` down to its body."""
+
+    store: AsyncStore
+    run: str
+    body: WorkflowBody
+    call_inputs: Any
+    fence: Fence  # the claim the caller holds: every write of the execution goes through it
+    services: Services
+    clock: Clock
+    fresh: bool  # admitted just now: its journal is known to be empty (nothing to read)
+    watches: tuple[ExecutionWatch, ...] = ()  # the execution observers' (telo.durable.observers)
+
+
 async def execute_run(
     store: AsyncStore,
     run: str,
@@ -113,59 +130,41 @@ async def execute_run(
     fence: Fence,
     services: Services | None = None,
     clock: Clock = SYSTEM_CLOCK,
-    on_handle: Callable[[LocalRunHandle], None] | None = None,
     fresh: bool = False,
 ) -> Execution:
     """Execute (or continue) ``run``; the caller has admitted it and holds its claim, ``fence``: every write of
     the execution goes through it, and the execution stops should the run be granted to another.
 
     ``fresh``: the caller admitted the run just now, so its journal is known to be empty (nothing to read).
-    With tracing enabled (:mod:`telo.observability`), the execution runs inside its run span."""
-    tracer = observability.run_tracer()
-    if tracer is None:
-        return await _execute_run(store, run, body, call_inputs, fence=fence, services=services, clock=clock,
-                                  on_handle=on_handle, fresh=fresh)
-    with tracer.run_span(run, body.name) as span:
-
-        def observe(handle: LocalRunHandle) -> None:
-            span.on_handle(handle)
-            if on_handle is not None:
-                on_handle(handle)
-
-        execution = await _execute_run(store, run, body, call_inputs, fence=fence, services=services,
-                                       clock=clock, on_handle=observe, fresh=fresh)
-        span.finish(execution)
+    The execution runs inside the context of each execution observer (telo.durable.observers: tracing)."""
+    settings = ExecutionSettings(store, run, body, call_inputs, fence, services or Services(clock=clock), clock,
+                                 fresh)
+    observers = execution_observers()
+    if not observers:
+        return await _execute(settings)
+    with contextlib.ExitStack() as stack:
+        watches = tuple(stack.enter_context(observer.execution(run, body.name)) for observer in observers)
+        execution = await _execute(replace(settings, watches=watches))
+        for watch in watches:
+            watch.finish(execution)
         return execution
 
 
-async def _execute_run(
-    store: AsyncStore,
-    run: str,
-    body: WorkflowBody,
-    call_inputs: Any,
-    *,
-    fence: Fence,
-    services: Services | None,
-    clock: Clock,
-    on_handle: Callable[[LocalRunHandle], None] | None,
-    fresh: bool = False,
-) -> Execution:
-    services = services or Services(clock=clock)
+async def _execute(settings: ExecutionSettings) -> Execution:
     # Renewed from here on, the lease counted from its grant (Fence.granted): the recovery read below may take
     # a while on a long journal, and the run's completion waits for its pending writes.
-    renewal = renew_while_executing(store.sync, run, fence, clock, store.claim_ttl_ms)
+    store = settings.store
+    renewal = renew_while_executing(store.sync, settings.run, settings.fence, settings.clock, store.claim_ttl_ms)
     try:
-        return await _execute_recovered(store, run, body, call_inputs, fence=fence, services=services, clock=clock,
-                                        on_handle=on_handle, fresh=fresh, renewal=renewal)
+        return await _execute_recovered(settings, renewal)
     finally:
         renewal.stop()
 
 
-async def _execute_recovered(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, *, fence: Fence,
-                             services: Services, clock: Clock, on_handle: Callable[[LocalRunHandle], None] | None,
-                             fresh: bool, renewal: Renewal) -> Execution:
+async def _execute_recovered(settings: ExecutionSettings, renewal: Renewal) -> Execution:
+    store, run = settings.store, settings.run
     try:
-        if fresh:
+        if settings.fresh:
             state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
         elif not store.sync.inline_calls:  # replaying a long journal reads a file or a database
             state = await asyncio.to_thread(eventlog.recover, store.sync, run)
@@ -174,43 +173,42 @@ async def _execute_recovered(store: AsyncStore, run: str, body: WorkflowBody, ca
     except TeloError as exc:  # its journal cannot be read now (damaged, newer, the journal unreachable)
         if not halts(exc):
             raise
-        handle = LocalRunHandle(store, eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH), clock=clock, fence=fence)
-        return await _halted(store, run, handle, exc)
-    handle = LocalRunHandle(store, state, clock=clock, fence=fence)
+        empty = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
+        return await _halted(store, run, LocalRunHandle(store, empty, clock=settings.clock, fence=settings.fence), exc)
+    handle = LocalRunHandle(store, state, clock=settings.clock, fence=settings.fence)
     handle.renewal = renewal
-    if body.durability == "eager":
+    if settings.body.durability == "eager":
         handle.eager()
-    if body.effect_policy is not None:
-        handle.policy_for = body.effect_policy
-    if on_handle is not None:
-        on_handle(handle)
+    if settings.body.effect_policy is not None:
+        handle.policy_for = settings.body.effect_policy
+    for watch in settings.watches:
+        handle.observe(watch)
     observer = _observer.get()
     if observer is not None:
         observer(handle)
-    LocalRunHandle.executing += 1
+    DeferredAppends.executing += 1
     try:
-        return await _run_body(store, run, body, call_inputs, handle, fence=fence, services=services, clock=clock,
-                               fresh=fresh)
+        return await _run_body(settings, handle)
     finally:
-        LocalRunHandle.executing -= 1
-        _drain(handle)
+        DeferredAppends.executing -= 1
+        handle.appends.drain()
 
 
-async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs: Any, handle: LocalRunHandle, *,
-                    fence: Fence, services: Services, clock: Clock, fresh: bool) -> Execution:
+async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Execution:
     """The body on its root context, then the run settled by how it ended."""
+    store, run, body, call_inputs = settings.store, settings.run, settings.body, settings.call_inputs
     zone = Zone(body.kind, {REPLAYED: REPLAYED_REASON}, resource=body.name)
     ctx = derive(root(), handle=handle, zone=zone, run_id=run, path=None)
     scope: dict[str, Any] = {}
 
     def counts() -> dict[str, Any]:
-        return {"replayed_steps": handle.replayed_steps, "collapsed_regions": handle.collapsed_regions,
-                "collapse_reasons": tuple(handle.collapse_reasons)}
+        return {"replayed_steps": handle.replayed_steps, "collapsed_regions": handle.regions.collapsed,
+                "collapse_reasons": tuple(handle.regions.reasons)}
 
     try:
         with entered(ctx):
             if body.digest is not None:
-                if fresh:  # the admission recorded the digest and its scope in the run record
+                if settings.fresh:  # the admission recorded the digest and its scope in the run record
                     await handle.record_decision(DIGEST_PATH, "digest", body.digest.record(), body.digest.frame)
                 else:
                     await _check_digest(store, handle, run, body.digest, body.name)
@@ -221,12 +219,12 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
                 lambda: inputs_ev.evaluate({**module, "inputs": call_inputs}) if inputs_ev is not None else {},
             )
             scope = {**module, "inputs": inputs, "steps": {}}
-            await run_steps(body.steps, scope, services, paths.ROOT)
+            await run_steps(body.steps, scope, settings.services, paths.ROOT)
     except Suspension:
         # The park record kept the claim while other branches ran on (see LocalRunHandle.park); the body has
         # now unwound, so the run is free for whoever wakes it.
         try:
-            await store.release(run, fence)
+            await store.release(run, settings.fence)
         except TeloError as exc:  # the claim lapses after its lease instead; the park itself is durable
             if not halts(exc):
                 raise
@@ -244,11 +242,11 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
     if handle.halted is not None:  # something in the body swallowed the halt: it stops all the same
         return await _halted(store, run, handle, handle.halted.cause)
     if handle.latched is not None:
-        s = handle.latched
+        where = handle.latched.where
         return await _fail(
             store, run, handle, ERR_DURABLE_SUSPENSION_SWALLOWED,
-            f"the body of run {run!r} returned normally although it parked at {s.where.path!r} "
-            f"(waiting on {s.where.resource!r}): something between the park and the workflow swallowed the "
+            f"the body of run {run!r} returned normally although it parked at {where.path!r} "
+            f"(waiting on {where.resource!r}): something between the park and the workflow swallowed the "
             "suspension signal, which would turn a park into a completed step", counts())
     try:
         # a cancel seen by now wins over completion (one written by another process in the last
@@ -258,13 +256,13 @@ async def _run_body(store: AsyncStore, run: str, body: WorkflowBody, call_inputs
         return _done(run, "cancelled", handle)
     result = _result_value(scope.get("steps", {}))
     try:
-        outcome = Outcome.completed(result, collapsed_regions=handle.collapsed_regions,
-                                    collapse_reasons=tuple(handle.collapse_reasons),
+        outcome = Outcome.completed(result, collapsed_regions=handle.regions.collapsed,
+                                    collapse_reasons=tuple(handle.regions.reasons),
                                     replayed_steps=handle.replayed_steps)
     except TeloError as exc:  # the run's result cannot be framed: the run fails, visibly
         return await _fail(store, run, handle, "ERR_DURABLE_UNJOURNALABLE_VALUE", exc.message, counts())
     try:
-        record = await _complete(store, handle, run, outcome)
+        record = await handle.appends.complete(outcome, handle.fence)
     except TeloError as exc:
         if not halts(exc):
             raise
@@ -318,23 +316,6 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
     )
 
 
-async def _complete(store: AsyncStore, handle: LocalRunHandle, run: str, outcome: Outcome) -> RunRecord:
-    """Settle the run completed once every pending append is durable: the completion is queued right behind
-    them (one group commit more at most, rather than a wait for them and then a commit of its own), and is
-    refused should one of them have failed."""
-    if handle.chain is None or not handle.pending:
-        return await store.complete(run, outcome, handle.fence)
-    completing = store.submit_complete(run, outcome, handle.chain)
-    handle.commit_if_alone()
-    try:
-        record = await completing
-    except ChainBroken:
-        await handle.flush()  # raises what broke the chain
-        raise
-    await handle.flush()
-    return record
-
-
 async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: BaseException) -> Execution:
     """This execution stops without settling the run (telo.engine.suspend.ExecutionHalted): it was cancelled,
     or its claim is no longer its own, or a write of it failed, so what it did since is not (all) in the journal.
@@ -366,25 +347,9 @@ _WHY_KEPT = frozenset({"ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "E
                        "ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
 
 
-def _drain(handle: LocalRunHandle) -> None:
-    """Pending appends nobody will wait for (the body raised): let them finish, and read their errors so
-    asyncio does not report them as never retrieved."""
-    for future in handle.pending_futures():
-        if future.done():
-            if not future.cancelled():
-                future.exception()
-        else:
-            future.add_done_callback(_retrieve)
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
 def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
     return Execution(run, status, replayed_steps=handle.replayed_steps, executed_steps=handle.executed_steps,
-                     collapsed_regions=handle.collapsed_regions, collapse_reasons=list(handle.collapse_reasons))
+                     collapsed_regions=handle.regions.collapsed, collapse_reasons=list(handle.regions.reasons))
 
 
 async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, message: str,

@@ -8,11 +8,8 @@ frame, so the first pass and a replay hand the engine identical values — and o
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
-import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn
 
@@ -20,7 +17,12 @@ from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable import effects, failures, shutdown, unconfirmed
 from telo.durable.aio import AsyncStore
-from telo.durable.halting import RUN_CANCELLED, RunCancelled, halts
+from telo.durable.appends import DEFERRED_STEPS as DEFERRED_STEPS  # (re-exported: tests import it from here)
+from telo.durable.appends import DeferredAppends
+from telo.durable.cancelling import CancelPoll
+from telo.durable.halting import halts
+from telo.durable.observers import StepObserver
+from telo.durable.regions import RegionReports
 from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.handle import Execute
@@ -34,8 +36,7 @@ from telo.errors import (
     TypedFrameUnencodable,
     UnjournalableValue,
 )
-from telo.journal import cancels
-from telo.journal.chain import ChainBroken, lost_race
+from telo.journal.chain import ChainBroken
 from telo.journal.claims import Fence
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import CODEC_VERSION, Entry, Parked
@@ -46,22 +47,11 @@ log = logging.getLogger("telo.durable")
 
 _FIRST_ATTEMPT: Final = (0, None)  # RESUME_ATTEMPT of an effect not started before: attempt 0, no wait
 
-# How far an execution may run ahead of its journal's commits (deferred appends not yet known durable):
-# - DEFERRED_STEPS step entries (receipts) — a crash re-executes at most this many FINISHED steps of a run
-#   (each with its own idempotency key), besides the steps it interrupted;
-# - DEFERRED_LIMIT entries of any kind — bounds the memory a run racing ahead of a stalled disk holds.
-# On reaching either, the body waits for the oldest before going on.
-DEFERRED_STEPS = 16
-DEFERRED_LIMIT = 64
 _WAITED_KINDS = frozenset({"attempt", "retry"})
 
 
 class LocalRunHandle:
     """A :class:`telo.engine.handle.RunHandle` over a journal store, for one execution of one run."""
-
-    #: bodies executing in this process now (telo.durable.execute keeps the count): a lone one may commit
-    #: its queued writes on the loop's thread when it must wait for them
-    executing = 0
 
     def __init__(self, store: AsyncStore, state: RunState, *, clock: Clock = SYSTEM_CLOCK,
                  fence: Fence | None = None) -> None:
@@ -73,10 +63,7 @@ class LocalRunHandle:
         self.replayed_steps = 0
         self.executed_steps = 0
         self.latched: Suspension | None = None
-        self.collapsed_regions = 0
-        self.collapse_reasons: list[str] = []
-        self._reported: set[int] = set()
-        self._cancelled = False
+        self.regions = RegionReports(self.run_id)
         # The claim this execution holds: every write goes through it (telo.journal.claims "Fencing"), and its
         # renewal (telo.durable.renewals) is checked before each effect.
         self.fence = fence
@@ -85,17 +72,10 @@ class LocalRunHandle:
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
-        self.on_step: Callable[[str, str, Mapping[str, str] | None], None] | None = None
-        # Deferred appends (telo.journal.chain): None when the store cannot defer, or the workflow asked for
-        # every append to be durable before the body goes on (``durability: eager``).
-        self.chain = store.chain(self.run_id, fence)
-        # (number, entry, future) in append order; numbers let concurrent branches wait for "up to here"
-        self._pending: deque[tuple[int, Entry, asyncio.Future[Entry]]] = deque()
-        self._appended = 0
-        self._pending_steps = 0  # step entries among them
+        self.observers: tuple[StepObserver, ...] = ()  # (telo.durable.observers; usually none)
+        self.appends = DeferredAppends(store, self.run_id, store.chain(self.run_id, fence))
         self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}
-        self._cancel_gen = cancels.generation()
-        self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
+        self.cancel_poll = CancelPoll(store, self.run_id)
 
     def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
         """The target's unconfirmed-effect policy, asked once per target and execution."""
@@ -105,9 +85,13 @@ class LocalRunHandle:
             policy = self._policies[key] = self.policy_for(target)
         return policy
 
+    def observe(self, observer: StepObserver) -> None:
+        """Tell ``observer`` about each journaled step of this execution from now on."""
+        self.observers = (*self.observers, observer)
+
     def eager(self) -> None:
         """Wait for every append's commit before going on (the workflow's ``durability: eager``)."""
-        self.chain = None
+        self.appends.chain = None
 
     # --- recording ------------------------------------------------------------------------------------
 
@@ -140,26 +124,23 @@ class LocalRunHandle:
 
         Unless ``wait``, the append is DEFERRED when the store allows: queued for the group commit, which makes
         it durable within a commit or two while the body goes on (docs/guarantees.md "When entries are durable").
-        The body waits for its pending appends at each barrier (:meth:`flush`): before an effect whose
+        The body waits for its pending appends at each barrier (telo.durable.appends): before an effect whose
         intent must be durable, before a park, and with the run's completion."""
-        chain = self.chain
+        appends = self.appends
+        chain = appends.chain
         if chain is not None and not wait:
             future = self.store.append_deferred(self.run_id, entry, chain)
             if not future.done():  # (inside an ambient transaction it ran at once)
                 logical = entry if entry.path == path else \
                     Entry(path, entry.kind, entry.value, entry.v, entry.decision, entry.target, None)
                 self.entries[path] = logical
-                self._appended += 1
-                self._pending.append((self._appended, entry, future))
-                if entry.kind == "step":
-                    self._pending_steps += 1
-                if self._pending_steps >= DEFERRED_STEPS or len(self._pending) >= DEFERRED_LIMIT:
-                    await self._settle(self._oldest())
+                if appends.add(entry, future):
+                    await appends.settle_oldest()
                 return self._read_back(logical, value)
-            stored = self._settled(entry, future)
+            stored = appends.settled(entry, future)
         else:
-            if self._pending:
-                await self.flush()  # an awaited append never commits over a failed deferred one
+            if appends.queued:
+                await appends.flush()  # an awaited append never commits over a failed deferred one
             stored = await self.store.append(self.run_id, entry, self.fence)
         logical = Entry(path, stored.kind, stored.value, stored.v, stored.decision, stored.target, stored.seq)
         self.entries[path] = logical
@@ -173,92 +154,48 @@ class LocalRunHandle:
         copy = replica(value)
         return entry.decode(self.run_id) if copy is UNSUPPORTED else copy
 
-    def _settled(self, entry: Entry, future: asyncio.Future[Entry]) -> Entry:
-        stored = future.result()  # the append's own error, if it failed
-        if not entry.same_record(stored):
-            raise lost_race(self.run_id, entry.path)
-        return stored
-
-    def _oldest(self) -> int:
-        """What to wait for when over a limit: the oldest pending step entry when over DEFERRED_STEPS,
-        else the oldest pending entry."""
-        if self._pending_steps >= DEFERRED_STEPS:
-            for number, entry, _ in self._pending:
-                if entry.kind == "step":
-                    return number
-        return self._pending[0][0]
-
-    async def _settle(self, upto: int) -> None:
-        """Wait until the pending appends numbered up to ``upto`` settled, checking each. Concurrent branches
-        may settle the same ones: whichever finds one at the head pops and checks it."""
-        pending = self._pending
-        while pending and pending[0][0] <= upto:
-            _, entry, future = pending[0]
-            if not future.done():  # settled in batch order: waiting for the head waits for no later batch
-                self.commit_if_alone()
-                await asyncio.wait((future,))
-                continue  # another branch may have popped it meanwhile: look at the head again
-            pending.popleft()
-            if entry.kind == "step":
-                self._pending_steps -= 1
-            self._settled(entry, future)
-
-    def commit_if_alone(self) -> None:
-        """About to wait for queued writes: when no other body executes in this process, commit them on the
-        loop's thread (the loop has nothing else to run; the writer thread would wait for the GIL)."""
-        if LocalRunHandle.executing == 1:
-            self.store.commit_queued()
-
     async def flush(self) -> None:
-        """A barrier: return once every pending append is durable; raise the first that failed, or
-        ``ERR_DURABLE_CLAIM_LOST`` if one found another execution's value at its path (or was refused because
-        the run's claim is no longer this execution's)."""
-        if self._pending:
-            await self._settle(self._pending[-1][0])
-
-    @property
-    def pending(self) -> int:
-        """How many deferred appends are not yet known to be durable."""
-        return len(self._pending)
-
-    def pending_futures(self) -> list[asyncio.Future[Entry]]:
-        """The pending appends' futures, forgotten by the handle (the caller awaits or drains them)."""
-        futures = [future for _, _, future in self._pending]
-        self._pending.clear()
-        self._pending_steps = 0
-        return futures
+        """A barrier: return once every pending append is durable (:meth:`DeferredAppends.flush`)."""
+        await self.appends.flush()
 
     async def step(self, path: str, target: Mapping[str, str] | None, inputs: Any, execute: Execute) -> Any:
-        existing = self.entries.get(path)
-        if existing is not None:
-            if existing.target is not None and target is not None and not targets_match(existing.target, target):
-                raise JournalEntryMismatch(
-                    ERR_JOURNAL_ENTRY_MISMATCH,
-                    f"replay of run {self.run_id!r} reached {_describe(target)} at {path!r}, but the journal "
-                    f"records {_describe(existing.target)} there",
-                    hint="the manifest changed under a live run; restore the previous manifest, or fork/restore "
-                    "the run to a checkpoint before this step",
-                    data={"run": self.run_id, "path": path, "recorded": dict(existing.target),
-                          "reached": dict(target)},
-                )
-            self.replayed_steps += 1
-            if self.on_step:
-                self.on_step("replayed", path, target)
-            return self._read(existing)
-        failed = self.entries.get(paths.failure_path(path)) if self.opened else None
-        if failed is not None:  # its failure receipt: the same error, the effect not executed again
-            self.replayed_steps += 1
-            if self.on_step:
-                self.on_step("replayed", path, target)
-            raise failures.replayed(self._read(failed))
+        observers = self.observers  # (told inline, not by a wrapper: no observers cost no frame)
+        if observers:
+            for observer in observers:
+                observer.step_started(path, target)
+        error: BaseException | None = None
         try:
-            return await self._execute_step(path, target, execute)
-        except TeloError as exc:
-            if halts(exc):  # (never an effect's own failure: telo.durable.halting.body_failure)
-                self._halt(exc)
+            existing = self.entries.get(path)
+            if existing is not None:
+                if existing.target is not None and target is not None and not targets_match(existing.target,
+                                                                                            target):
+                    raise _mismatch(self.run_id, path, existing.target, target)
+                self.replayed_steps += 1
+                for observer in observers:
+                    observer.step_answered(path, target, replayed=True)
+                return self._read(existing)
+            failed = self.entries.get(paths.failure_path(path)) if self.opened else None
+            if failed is not None:  # its failure receipt: the same error, the effect not executed again
+                self.replayed_steps += 1
+                for observer in observers:
+                    observer.step_answered(path, target, replayed=True)
+                raise failures.replayed(self._read(failed))
+            try:
+                return await self._execute_step(path, target, execute, observers)
+            except TeloError as exc:
+                if halts(exc):  # (never an effect's own failure: telo.durable.halting.body_failure)
+                    self._halt(exc)
+                raise
+        except BaseException as exc:
+            error = exc
             raise
+        finally:
+            if observers:
+                for observer in reversed(observers):
+                    observer.step_ended(path, target, error)
 
-    async def _execute_step(self, path: str, target: Mapping[str, str] | None, execute: Execute) -> Any:
+    async def _execute_step(self, path: str, target: Mapping[str, str] | None, execute: Execute,
+                            observers: tuple[StepObserver, ...]) -> Any:
         """A step with no entry: settle an unconfirmed earlier attempt, make sure this execution still holds
         the run, execute, record the receipt."""
         await self.check_cancelled_async()
@@ -275,20 +212,20 @@ class LocalRunHandle:
         ctx = current()
         guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
                    or ctx.extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE))
-        if guarded and self._pending:
+        if guarded and self.appends.queued:
             # An effect that must not be repeated blindly: its intent (and everything before it) is durable
             # before it starts, so a crash inside it is seen as unconfirmed (event-log spec §2). A redriven
             # effect needs no such wait: a crash before its intent is durable re-executes it with the same
             # idempotency key, exactly what its policy does after a crash inside it.
             await self.flush()
         renewal = self.renewal
-        if (self.chain is not None and self.chain.broken is not None) or \
+        if (self.appends.chain is not None and self.appends.chain.broken is not None) or \
                 (renewal is not None and (renewal.lost is not None or renewal.lease_unsure())):
             await self._still_holding()  # (checked inline first: the common case costs no coroutine)
         if shutdown.draining():  # (after the flush above: what this execution finished is durable)
             raise shutdown.refusal(self.run_id, path)
-        if self.on_step:
-            self.on_step("executing", path, target)
+        for observer in observers:
+            observer.step_answered(path, target, replayed=False)
         faults.point("before-effect")
         try:
             if resume == _FIRST_ATTEMPT and ctx.extra(RESUME_ATTEMPT, _FIRST_ATTEMPT) == _FIRST_ATTEMPT:
@@ -324,7 +261,7 @@ class LocalRunHandle:
     async def _still_holding(self) -> None:
         """Before an effect: stop (ClaimLost) if a deferred write already told that the run is another
         execution's, or if the lease may have lapsed unseen and renewing it now finds it taken."""
-        chain = self.chain
+        chain = self.appends.chain
         if chain is not None and chain.broken is not None:
             await self.flush()  # raises what broke the chain
         if self.renewal is not None:
@@ -393,9 +330,10 @@ class LocalRunHandle:
         # §7.8), so the run stays claimed until the whole body has unwound (the execution then releases it),
         # and no worker woken by a delivery executes those branches a second time meanwhile.
         try:
-            if self._pending and self.chain is not None:
+            chain = self.appends.chain
+            if self.appends.queued and chain is not None:
                 try:
-                    await self.store.park(self.run_id, parked, self.chain)
+                    await self.store.park(self.run_id, parked, chain)
                 except ChainBroken:
                     await self.flush()  # raises what broke the chain
                     raise
@@ -429,53 +367,30 @@ class LocalRunHandle:
         return self.store.writes_inside(zone)
 
     def report_zone(self, report: ZoneReport) -> None:
-        """One ``durable.zone.mode`` record per REGION (spec §8.3), both outcomes at the same level."""
-        key = id(report.zone)
-        if key in self._reported:
-            return
-        self._reported.add(key)
-        attrs: dict[str, Any] = {
-            "durable.run": self.run_id,
-            "durable.zone": report.zone.kind,
-            "durable.zone.attribute": report.attribute,
-            "durable.zone.mode": report.mode,
-        }
-        if report.attestation:
-            attrs["durable.zone.attestation"] = report.attestation
-        log.info("durable.zone.mode", extra=attrs)
-        if report.mode == "collapsed":
-            self.collapsed_regions += 1
-            self.collapse_reasons.append(f"{report.zone.kind} ({report.attribute}): "
-                                         f"{report.zone.reason(report.attribute)}")
+        """One ``durable.zone.mode`` record per REGION (telo.durable.regions)."""
+        self.regions.report(report)
 
     # --- cancellation ---------------------------------------------------------------------------------
 
     def check_cancelled(self) -> None:
-        if self._cancelled:
-            raise RunCancelled(RUN_CANCELLED, f"run {self.run_id!r} was cancelled",
-                               data={"run": self.run_id})
+        self.cancel_poll.raise_if_cancelled()
 
     async def check_cancelled_async(self) -> None:
-        """Before each effect: has the run been cancelled? Cancel stops a running body at its next step.
+        """Before each effect: has the run been cancelled? (telo.durable.cancelling)"""
+        await self.cancel_poll.check(shared=DeferredAppends.executing > 1)
 
-        The run's status is read when this process wrote a cancel since the last read, and otherwise at
-        most every :data:`telo.journal.cancels.POLL_MS` (a cancel from another process); on SQLite the reads
-        of all the runs in flight share one query per loop iteration."""
-        gen = cancels.generation()
-        if gen != self._cancel_gen or time.monotonic() >= self._cancel_due:
-            self._cancel_gen = gen
-            if await self.store.run_status(self.run_id, shared=LocalRunHandle.executing > 1) == "cancelled":
-                self._cancelled = True
-            self._cancel_due = time.monotonic() + cancels.POLL_MS / 1000
-        self.check_cancelled()
+
+def _mismatch(run: str, path: str, recorded: Mapping[str, str], reached: Mapping[str, str]) -> JournalEntryMismatch:
+    return JournalEntryMismatch(
+        ERR_JOURNAL_ENTRY_MISMATCH,
+        f"replay of run {run!r} reached {_describe(reached)} at {path!r}, but the journal records "
+        f"{_describe(recorded)} there",
+        hint="the manifest changed under a live run; restore the previous manifest, or fork/restore the run to a "
+        "checkpoint before this step",
+        data={"run": run, "path": path, "recorded": dict(recorded), "reached": dict(reached)},
+    )
 
 
 def _describe(target: Mapping[str, str]) -> str:
     module = f" from {target['module']}" if target.get("module") else ""
     return f"{target.get('kind')} {target.get('name')!r}{module}"
-
-
-async def sleep_until(clock: Clock, at_ms: int) -> None:
-    delay = (at_ms - clock.now_ms()) / 1000
-    if delay > 0:
-        await asyncio.sleep(delay)

@@ -13,6 +13,12 @@ journal was unreachable. So the execution itself checks, before each effect, tha
 unseen (:meth:`Renewal.check`): when the last renewal known to have succeeded is older than two thirds of the
 lease, it renews on the spot, through its fence, and stops with ``ERR_DURABLE_CLAIM_LOST`` if the run was
 granted to another execution meanwhile. A lapse nobody took advantage of is harmless: the fence proves it.
+
+Leases are counted on the REAL monotonic clock (``telo.clock.SYSTEM_CLOCK``), never the execution's injected
+one: the keeper thread waits real seconds, and another process takes the run over once the lease lapses in
+real time — a test's FakeClock, frozen or jumped ahead, must neither keep a lease looking fresh past its real
+lapse nor make every lease look lapsed. The timestamps written to the journal (``now_ms`` of a renewal) come
+from the execution's clock, like every time the journal records.
 """
 
 from __future__ import annotations
@@ -20,12 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 import weakref
 from typing import ClassVar
 
 from telo import faults
-from telo.clock import Clock
+from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import TeloError
 from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence, fence_refused, renew_every_ms
 from telo.journal.store import Store
@@ -44,7 +49,7 @@ class Renewal:
         self.ttl_s = ttl_ms / 1000
         # monotonic time at which the lease last started for sure: its grant (as the claimant measured it; now
         # if unknown), then each successful renewal's start
-        self.confirmed = fence.granted or time.monotonic()
+        self.confirmed = fence.granted or SYSTEM_CLOCK.monotonic()
         self.due = self.confirmed + keeper.period_s  # monotonic time of the next renewal
         self.lost: ClaimLost | None = None  # set once a renewal found the claim another's
         self.stopped = False
@@ -57,7 +62,7 @@ class Renewal:
 
     def lease_unsure(self) -> bool:
         """Has the lease possibly run out since it was last known renewed (a pause, a failing journal)?"""
-        return time.monotonic() - self.confirmed > self.ttl_s * 2 / 3
+        return SYSTEM_CLOCK.monotonic() - self.confirmed > self.ttl_s * 2 / 3
 
     async def check(self) -> None:
         """Before an effect: raise ``ClaimLost`` if the claim is known lost, or — when the lease may have
@@ -78,7 +83,7 @@ class Renewal:
         store = self.keeper.store()
         if store is None or self.stopped:
             return True  # the execution (or its store) is gone: nothing to renew, nothing to say
-        started = time.monotonic()
+        started = SYSTEM_CLOCK.monotonic()
         faults.point("before-claim-renewal")
         if store.renew(self.run, self.fence, int(self.ttl_s * 1000), self.clock.now_ms()):
             self.confirmed = max(self.confirmed, started)
@@ -160,12 +165,12 @@ class _Keeper:
                         self.thread = None  # (under the lock: add() starts a new thread when it finds none)
                         return
                 first = next(iter(self.held))
-                delay = first.due - time.monotonic()
+                delay = first.due - SYSTEM_CLOCK.monotonic()
                 if delay > 0:
                     self.wake.wait(delay)
                     continue
                 del self.held[first]  # re-added at the end, due a period from now, unless lost
-                first.due = time.monotonic() + self.period_s
+                first.due = SYSTEM_CLOCK.monotonic() + self.period_s
                 self.held[first] = None
             self._renew(first)
 

@@ -24,7 +24,7 @@ from telo.clock import SYSTEM_CLOCK, Clock, uuid4
 from telo.engine.composers import dispatch_path
 from telo.engine.context import current
 from telo.engine.handle import RunHandle
-from telo.engine.interpreter import suspend_allowed
+from telo.engine.journaling import suspend_allowed
 from telo.engine.suspend import ParkUntil, ParkWhere
 from telo.errors import NoRun, TeloError
 from telo.journal.model import CODEC_VERSION, RunRecord, encode_value

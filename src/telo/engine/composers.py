@@ -16,8 +16,9 @@ from typing import Any
 
 from telo import paths
 from telo.engine.context import current
-from telo.engine.interpreter import Services, decide, error_shape, predicate, run_steps
+from telo.engine.interpreter import decide, error_shape, predicate, run_steps
 from telo.engine.journaling import journal_for
+from telo.engine.services import Services
 from telo.engine.steps import Evaluable, Step
 from telo.engine.suspend import ExecutionHalted, Suspension
 from telo.errors import TeloError

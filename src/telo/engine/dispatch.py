@@ -87,10 +87,6 @@ def _ref(target: Invocable) -> dict[str, Any]:
     return {"kind": target.kind, "name": target.name}
 
 
-def _error_code(exc: BaseException) -> str:
-    return exc.code if isinstance(exc, TeloError) else "ERR_EXECUTION_FAILED"
-
-
 async def dispatch(
     target: Invocable,
     inputs: Any,

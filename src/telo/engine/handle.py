@@ -47,7 +47,3 @@ class RunHandle(Protocol):
     def check_cancelled(self) -> None:
         """Raise if the run was cancelled: a running body stops at its next journaling point."""
         ...
-
-
-def inputs_of(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}

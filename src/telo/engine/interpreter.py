@@ -8,24 +8,21 @@ run, or inside a collapsed region) the same code computes everything and records
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from telo import paths
-from telo.clock import SYSTEM_CLOCK, Clock
-from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
-from telo.engine.dispatch import EventBus, Invocable, InvokeError, dispatch
+from telo.engine.context import ON_UNCONFIRMED, current, derive, entered
+from telo.engine.dispatch import Invocable, InvokeError
 from telo.engine.handle import RunHandle
 from telo.engine.journaling import journal_for
+from telo.engine.retry import attempts
+from telo.engine.services import Services as Services  # (re-exported: the interpreter's callers import it from here)
 from telo.engine.steps import (
     Evaluable,
     IfStep,
     InvokeStep,
-    RetryPolicy,
     Step,
     StepsWithDuplicate,
     SwitchStep,
@@ -34,32 +31,9 @@ from telo.engine.steps import (
     ValueStep,
     WhileStep,
 )
-from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
-from telo.engine.zones import NO_SUSPEND
-from telo.errors import ERR_DUPLICATE_STEP_NAME, PredicateNotBoolean, SuspendForbidden, TeloError
+from telo.engine.suspend import Suspension
+from telo.errors import ERR_DUPLICATE_STEP_NAME, PredicateNotBoolean, TeloError
 from telo.journal.model import NO_VALUE
-
-SUSPENDING_BACKOFF_MS = 30_000
-# Codes a retry policy never retries (reference §3 "Retry"): contract and resolution failures.
-NEVER_RETRIED = frozenset({
-    "ERR_INPUT_INVALID", "ERR_OUTPUT_INVALID", "ERR_CONTRACT_UNRESOLVABLE", "ERR_SCHEMA_PROJECTION_UNRESOLVED",
-    "ERR_RESOURCE_NOT_FOUND", "ERR_RESOURCE_NOT_INVOKABLE", "ERR_INVOKE_CANCELLED", "ERR_PREDICATE_NOT_BOOLEAN",
-    "ERR_DURABLE_SUSPEND_FORBIDDEN", "ERR_JOURNAL_ENTRY_MISMATCH", "ERR_DURABLE_UNJOURNALABLE_VALUE",
-})
-
-
-async def _default_sleep(seconds: float) -> None:
-    await asyncio.sleep(seconds)
-
-
-@dataclass
-class Services:
-    """What the interpreter needs from the runtime, injectable for tests."""
-
-    events: EventBus = field(default_factory=EventBus)
-    clock: Clock = SYSTEM_CLOCK
-    rng: random.Random = field(default_factory=random.Random)
-    sleep: Callable[[float], Awaitable[None]] = _default_sleep
 
 
 def step_map(scope: Mapping[str, Any]) -> dict[str, Any]:
@@ -201,93 +175,6 @@ async def _invoke(step: InvokeStep, scope: dict[str, Any], sv: Services, path: s
 
 def _never(path: str) -> bool:
     return False
-
-
-_NO_RETRY = RetryPolicy()
-
-
-def retryable(exc: TeloError, policy: RetryPolicy) -> bool:
-    return exc.code not in NEVER_RETRIED and exc.code not in policy.non_retryable
-
-
-def suspend_allowed(resource: str) -> None:
-    """Parking inside a ``noSuspend`` zone is refused, quoting that zone's own reason (spec §9)."""
-    for zone in reversed(current().zones):
-        if zone.has(NO_SUSPEND):
-            raise SuspendForbidden(
-                "ERR_DURABLE_SUSPEND_FORBIDDEN",
-                f"{resource!r} would park inside {zone.kind} {zone.resource or ''}, which forbids suspending: "
-                f"{zone.reason(NO_SUSPEND)}".replace("  ", " "),
-                hint="move the wait or the long retry outside the region, or shorten the backoff below 30 s",
-                data={"resource": resource, "zone": zone.kind, "reason": zone.reason(NO_SUSPEND)},
-            )
-
-
-async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Services, path: str) -> Any:
-    """One step's effect with its retry policy and per-attempt timeout (reference §3 "Retry", "Timeout").
-
-    Retry runs INSIDE the step's effect, so the journal records one outcome per step; a backoff long enough
-    to park journals its due time at ``<step>/retry[k]`` so a resumed run keeps its budget (spec §7.9).
-    """
-    policy = step.retry or _NO_RETRY
-    ctx = current()
-    k, resume_due = ctx.extra(RESUME_ATTEMPT, (0, None))
-    journal = journal_for() if ctx.handle is not None else None
-    if resume_due is not None:  # a resumed retry: wait out what is left of the recorded backoff, not all of it
-        await _wait_until(step, path, k - 1, resume_due, sv, "resumed retry")
-    while True:
-        if journal is not None and k > 0:
-            await journal.decide(paths.attempt_path(path, k), "attempt", functools.partial(dict, attempt=k))
-        try:
-            # Usually the enclosing context already says attempt 1: then there is nothing to derive.
-            here = current()
-            if policy.attempts > 0 and here.extra(RETRIED) is None:  # (steps inside may run again: no receipts)
-                here = derive(here, extra=(RETRIED, path))
-            with entered(here if here.attempt == k + 1 else derive(here, attempt=k + 1)):
-                call = dispatch(target, inputs, events=sv.events, path=path)
-                if step.timeout_ms is None:
-                    return await call
-                try:
-                    return await asyncio.wait_for(call, step.timeout_ms / 1000)
-                except TimeoutError:
-                    raise InvokeError(
-                        "ERR_STEP_TIMEOUT",
-                        f"{step.where}: attempt {k + 1} did not finish within {step.timeout_ms:g} ms",
-                        data={"step": step.name, "timeout": step.timeout_ms},
-                    ) from None
-        except TeloError as exc:
-            if k >= policy.attempts or not retryable(exc, policy):
-                raise
-            backoff = policy.backoff_ms(k)
-            delay = backoff if policy.jitter == "none" else sv.rng.uniform(0, backoff)
-            due_at = sv.clock.now_ms() + int(delay)
-            if journal is not None:  # the verdict: a crash from here on resumes at attempt k+1, at due_at
-                verdict = {"attempt": k, "code": exc.code, "message": exc.message, "backoffMs": int(delay),
-                           "dueAt": due_at}
-                recorded = await journal.decide(paths.retry_verdict_path(path, k), "retry",
-                                                functools.partial(dict, verdict))
-                due_at = recorded.get("dueAt", due_at) if isinstance(recorded, Mapping) else due_at
-            handle = current().handle
-            if backoff >= SUSPENDING_BACKOFF_MS and handle is not None:
-                # The upstream record of a suspending retry (reference §3), read by upstream runtimes too.
-                due = await handle.decide(paths.retry_path(path, k), "value", functools.partial(int, due_at))
-                await _wait_until(step, path, k, due if isinstance(due, int) else due_at, sv,
-                                  f"retry {k + 1} of {policy.attempts} after {exc.code}")
-            else:
-                await sv.sleep(delay / 1000)
-            k += 1
-
-
-async def _wait_until(step: InvokeStep, path: str, k: int, due: int, sv: Services, reason: str) -> None:
-    """Wait for a retry's due time: in process when short, parked at ``<step>/retry[k]`` when long (§7.9)."""
-    remaining = due - sv.clock.now_ms()
-    if remaining <= 0:
-        return
-    handle = current().handle
-    if remaining >= SUSPENDING_BACKOFF_MS and handle is not None:
-        suspend_allowed(step.name)
-        await handle.park(ParkWhere(paths.retry_path(path, max(k, 0)), step.name, reason), ParkUntil(at=due))
-    await sv.sleep(remaining / 1000)
 
 
 # --- control flow ------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Where the engine journals, and whether it may (spec §4, §8.1; reference §4 "Collapse").
+"""Where the engine journals, and whether it may (spec §4, §8.1; reference §4 "Collapse"); and whether the
+enclosing zones let a run park here (spec §9 ``noSuspend``).
 
 :func:`journal_for` answers, at one journaling site, which handle to record through: ``None`` outside a
 durable run, and ``None`` inside a collapsed region — a region collapses when an enclosing zone is
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 from telo.engine.context import InvokeContext, current
 from telo.engine.handle import RunHandle
-from telo.engine.zones import ATOMIC, IDEMPOTENT, ZoneReport
+from telo.engine.zones import ATOMIC, IDEMPOTENT, NO_SUSPEND, ZoneReport
+from telo.errors import SuspendForbidden
 
 
 def journal_for(ctx: InvokeContext | None = None) -> RunHandle | None:
@@ -30,3 +32,16 @@ def journal_for(ctx: InvokeContext | None = None) -> RunHandle | None:
             handle.report_zone(ZoneReport(zone, ATOMIC, "collapsed"))
             return None
     return handle
+
+
+def suspend_allowed(resource: str) -> None:
+    """Parking inside a ``noSuspend`` zone is refused, quoting that zone's own reason (spec §9)."""
+    for zone in reversed(current().zones):
+        if zone.has(NO_SUSPEND):
+            raise SuspendForbidden(
+                "ERR_DURABLE_SUSPEND_FORBIDDEN",
+                f"{resource!r} would park inside {zone.kind} {zone.resource or ''}, which forbids suspending: "
+                f"{zone.reason(NO_SUSPEND)}".replace("  ", " "),
+                hint="move the wait or the long retry outside the region, or shorten the backoff below 30 s",
+                data={"resource": resource, "zone": zone.kind, "reason": zone.reason(NO_SUSPEND)},
+            )

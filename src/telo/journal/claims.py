@@ -44,9 +44,6 @@ def renew_every_ms(ttl_ms: int) -> int:
     return _RENEW_OVERRIDE_MS or max(ttl_ms // 3, 1)
 
 
-RENEW_EVERY_MS = renew_every_ms(DEFAULT_TTL_MS)
-
-
 @dataclass(frozen=True, slots=True)
 class Fence:
     """What an execution holds: its claim's holder text and the fencing token granted with it. ``granted`` is

@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -388,8 +388,3 @@ def _require(store: Store, run: str) -> RunRecord:
             data={"run": run},
         )
     return record
-
-
-def effective_entries(records: Iterable[Entry], run: str) -> list[Entry]:
-    """The effective entries in log order (what a run handle replays from)."""
-    return sorted(fold(run, list(records))[0].values(), key=lambda e: e.seq or 0)

@@ -15,11 +15,10 @@ appends one small line (one per 20 s per executing run with the default renewal)
 from __future__ import annotations
 
 import os
-import uuid
 from dataclasses import fields, replace
 from typing import Any, Final
 
-from telo.clock import SYSTEM_CLOCK, Clock
+from telo.clock import SYSTEM_CLOCK, Clock, uuid4_hex
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalError
 from telo.journal import cancels, paging, rules
 from telo.journal.claims import Fence
@@ -224,7 +223,7 @@ class FileStore(Store):
         with self._files.open(run, writer=True) as locked:
             if locked is None or locked.state.record is None:
                 return 0
-            plan = compacted(run, pread_all(locked.fd, locked.state.offset, 0), seq, uuid.uuid4().hex)
+            plan = compacted(run, pread_all(locked.fd, locked.state.offset, 0), seq, uuid4_hex())
             if plan is None:
                 return 0
             self._files.replace(locked, plan[0])

@@ -29,12 +29,12 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from telo.clock import SYSTEM_CLOCK, uuid4_hex
 from telo.errors import JournalCorrupt, JournalError
 from telo.journal import paging
 from telo.journal.file_format import SUFFIX, FileState, dump_line, file_stem, run_of_stem
@@ -266,7 +266,7 @@ class RunFiles:
 
     def _temporary(self, purpose: str) -> str:
         # Not *.ndjson, so scans never see it; short, so a long run id cannot push it past NAME_MAX.
-        return os.path.join(self.directory, f".{purpose}-{uuid.uuid4().hex}.tmp")
+        return os.path.join(self.directory, f".{purpose}-{uuid4_hex()}.tmp")
 
     def _write_temporary(self, path: str, data: bytes) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
@@ -279,7 +279,7 @@ class RunFiles:
 
     def _remove_stale_temporaries(self) -> None:
         """Best effort: temporaries left by a process killed mid-admission or mid-compaction."""
-        cutoff = time.time() - _STALE_TMP_SECONDS
+        cutoff = SYSTEM_CLOCK.now_ns() / 1e9 - _STALE_TMP_SECONDS  # (file times are real)
         with contextlib.suppress(OSError), os.scandir(self.directory) as it:
             for item in it:
                 if item.name.startswith((".admit-", ".compact-")) and item.name.endswith(".tmp"):
@@ -325,7 +325,7 @@ class RunFiles:
         # process was paused (SIGSTOP, a frozen VM) holding it — and then every sweep and listing of every
         # process would hang on that one file. A file still locked after _SCAN_WAIT_S is scanned as it last was
         # (or left out until the next scan). A delivery found so can be refused (delivered: false) and retried.
-        deadline = time.monotonic() + _SCAN_WAIT_S
+        deadline = SYSTEM_CLOCK.monotonic() + _SCAN_WAIT_S
         try:
             while True:
                 try:
@@ -337,7 +337,7 @@ class RunFiles:
                         summary: _Summary = (_stat_key(locked.stat), record, at_park)
                     break
                 except Busy:
-                    if time.monotonic() >= deadline:
+                    if SYSTEM_CLOCK.monotonic() >= deadline:
                         return cached
                     time.sleep(0.005)
         except JournalCorrupt as exc:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from telo import faults
-from telo.clock import uuid7
+from telo.clock import SYSTEM_CLOCK, uuid7
 from telo.durable import shutdown
 from telo.durable.aio import AsyncStore
 from telo.durable.digest import digest_of
@@ -139,7 +138,8 @@ class Workflow(Resource):
             # the run is durably admitted. The caller gets the run id once it is. (The body's task is created
             # first — it starts only once this one waits — so that it runs before the loop's next iteration
             # wakes the writer thread for the admission: a lone run commits everything at once, itself.)
-            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1, time.monotonic()), fresh=True))
+            granted = SYSTEM_CLOCK.monotonic()  # (real time: the lease is renewed in real time, renewals.py)
+            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1, granted), fresh=True))
             try:
                 queued = store.submit_admission(admission, self.holder, clock.now_ms())
             except BaseException:

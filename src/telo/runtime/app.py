@@ -21,7 +21,8 @@ from telo.analysis import cel_checker, zone_checks
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.engine.context import current
 from telo.engine.dispatch import EventBus, dispatch
-from telo.engine.interpreter import Services, predicate, run_steps
+from telo.engine.interpreter import predicate, run_steps
+from telo.engine.services import Services
 from telo.engine.steps import compile_steps
 from telo.errors import TeloError
 from telo.manifest import Cel, Manifest, ManifestLoadError, Ref, ResourceDecl, Target, load_manifest

@@ -17,7 +17,6 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import secrets
 from http.cookies import SimpleCookie
 from typing import Final
 from urllib.parse import parse_qsl, urlencode
@@ -26,6 +25,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from telo.clock import token_urlsafe
 from telo.errors import TeloError
 
 SESSION_COOKIE: Final = "telo_ui_session"
@@ -120,7 +120,7 @@ class Guard:
             scope.setdefault("state", {})["auth"] = via
         csrf = request.cookies.get(CSRF_COOKIE)
         if not csrf:
-            csrf = secrets.token_urlsafe(24)
+            csrf = token_urlsafe(24)
             cookies_out.append(_cookie(CSRF_COOKIE, csrf, http_only=True))
         scope.setdefault("state", {})["csrf"] = csrf
 

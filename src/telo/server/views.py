@@ -8,13 +8,13 @@ and the pages agree with the CLI.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
 from telo import paths
+from telo.clock import SYSTEM_CLOCK
 from telo.errors import TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Event, EventKind
@@ -273,5 +273,5 @@ def resume(store: Store, run: str, reason: str, *, force: bool = False) -> Actio
     from telo.kinds.addressing import resume_run
 
     require(store, run)
-    result = dict(resume_run(store, run, reason, int(time.time() * 1000), force=force))
+    result = dict(resume_run(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force))
     return ActionResult(bool(result.get("resumed")), {"run": run, **result}, run)

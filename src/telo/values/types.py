@@ -179,8 +179,6 @@ _DURATION_CANONICAL = re.compile(r"(-)?(0|[1-9][0-9]*)(?:\.([0-9]{1,9}))?s")
 
 # --- timestamp text -------------------------------------------------------------------------------------
 
-_DAYS_BEFORE_MONTH = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334)
-
 
 def _days_from_civil(y: int, m: int, d: int) -> int:
     """Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm)."""
@@ -280,8 +278,6 @@ def parse_rfc3339(text: str) -> Timestamp:
 
 
 # --- maps whose keys cannot share a dict ------------------------------------------------------------------
-
-MapKey = bool | int | str  # int includes Uint
 
 
 def key_identity(key: object) -> tuple[str, object]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from telo.clock import FakeClock
 from telo.engine.context import derive, entered, root
 from telo.engine.interpreter import Services, run_steps
 from telo.engine.steps import compile_steps
@@ -189,6 +190,29 @@ def test_short_retry_sleeps_in_process_and_journals_each_verdict_and_attempt() -
     assert h.paths() == ["steps/call/inputs", "steps/call", "steps/call/@retry[0]", "steps/call/@attempt[1]",
                          "steps/call/@retry[1]", "steps/call/@attempt[2]"]
     assert h.recorded["steps/call/@retry[1]"]["backoffMs"] == 200
+
+
+def test_retry_jitter_is_drawn_from_the_injected_clock() -> None:
+    """Full jitter draws from the Services' clock (telo.clock), so a FakeClock's seed decides it."""
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    def failing(i: Any) -> Any:
+        raise TeloError("ERR_DOWN", "down")
+
+    def backoffs(seed: int) -> list[int]:
+        h = RecordingHandle()
+        with pytest.raises(TeloError):
+            run([{"name": "call", "invoke": Target("failing", fn=failing),
+                  "retry": {"attempts": 2, "initialDelay": 1000, "jitter": "full"}}], h,
+                sv=Services(clock=FakeClock(seed=seed), sleep=sleep))
+        return [h.recorded[f"steps/call/@retry[{k}]"]["backoffMs"] for k in range(2)]
+
+    expected = FakeClock(seed=7)
+    assert backoffs(7) == [int(1000 * expected.random()), int(2000 * expected.random())]
+    assert backoffs(7) == backoffs(7) != backoffs(8)
 
 
 def test_non_retryable_codes_fail_at_once() -> None:
