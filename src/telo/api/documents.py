@@ -12,6 +12,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from telo.errors import TeloError
 from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl
 from telo.manifest.declare import Declarer
 from telo.manifest.diagnostics import ERR_MANIFEST_DUPLICATE_RESOURCE, Diagnostic, errors_of
@@ -70,3 +71,28 @@ def add_documents(manifest: Manifest, documents: Sequence[Mapping[str, Any]], *,
     manifest.resources.update({r.name: r for r in new})
     manifest.diagnostics.extend(diagnostics)
     return new
+
+
+def with_journal(manifest: Manifest, doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``doc`` with ``journal`` set to the manifest's only journal, when it is a durable workflow without one
+    (``ERR_JOURNAL_AMBIGUOUS`` when the manifest declares none or several)."""
+    if "journal" in doc or not isinstance(doc.get("kind"), str):
+        return doc
+    try:
+        spec = manifest.kind(doc["kind"])
+    except KeyError:
+        return doc  # reported by the loader's own checks
+    if spec.canonical != "DurableLocal.Workflow":
+        return doc
+    from telo.builder import Document
+    from telo.manifest import Ref
+    from telo.specs import conforms
+
+    journals = [d for d in manifest.resources.values()
+                if conforms(d.spec, "DurableLocal.Journal", manifest.canonical_kinds)]
+    if len(journals) != 1:
+        raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"workflow {doc.get('metadata')}: the manifest declares "
+                        f"{len(journals)} journals", hint="name one with journal=")
+    out = Document({**doc, "journal": Ref(journals[0].name, None, journals[0].pos)})
+    setattr(out, POSITION, getattr(doc, POSITION, None))
+    return out
