@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from telo.api.documents import POSITION, add_documents, with_journal
+from telo.api.documents import POSITION, add_documents, load_source, with_journal
 from telo.api.results import (
     Delivery,
     JournalEntry,
@@ -38,6 +38,7 @@ from telo.api.results import (
     RunResult,
     RunStatus,
     Wait,
+    journal_entries,
     run_id,
     run_result,
     run_status,
@@ -50,7 +51,7 @@ from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
 from telo.kinds.workflow import Workflow
-from telo.manifest import Manifest, Pos, ResourceDecl, load_manifest
+from telo.manifest import Manifest, Pos, ResourceDecl
 from telo.operations import actions, runs
 from telo.operations.journals import only_journal, open_journal
 from telo.operations.starting import find_workflow
@@ -59,7 +60,6 @@ from telo.runtime.resource import Resource
 
 __all__ = ["AsyncApp"]
 
-INLINE_SOURCE = "inline-manifest.yaml"  # the source name (in the cwd) of a manifest given as YAML text
 POLL_S = 0.02  # how often a wait re-reads a run record
 
 
@@ -94,15 +94,8 @@ class AsyncApp:
         """Load a manifest file, or YAML text (a string containing a newline or ``kind:``; relative paths in
         it resolve against the current directory). Raises :class:`telo.manifest.ManifestLoadError` listing
         every problem. ``env`` replaces ``os.environ`` for ``variables``/``secrets``."""
-        from telo.analysis import cel_checker
-
-        text: str | None = None
-        if isinstance(source, str) and ("\n" in source or "kind:" in source):
-            text, path = source, Path.cwd() / INLINE_SOURCE
-        else:
-            path = Path(source)
         clock = clock or SYSTEM_CLOCK
-        manifest = load_manifest(path, text=text, env=env, cel_checker=cel_checker)
+        manifest = load_source(source, env)
         # It starts runs, so it may create the journal it names (telo.operations.journals).
         store = None if journal is None else open_journal(journal, create=True, clock=clock)
         from telo.kinds.controllers import CONTROLLERS
@@ -391,13 +384,7 @@ class AsyncApp:
         await self._ready()
         target = run_id(run)
         await self._read(target)
-        entries = await asyncio.to_thread(self._store().read_entries, target)
-        out = []
-        for e in entries:
-            decoded = e.decode(target)
-            out.append(JournalEntry(e.seq, e.path, e.kind, e.decision, dict(e.target) if e.target else None,
-                                    None if decoded is NO_VALUE else decoded, decoded is not NO_VALUE))
-        return out
+        return journal_entries(target, await asyncio.to_thread(self._store().read_entries, target))
 
     async def run_due(self, limit: int = 100) -> int:
         """Continue every due run of this application's workflows now, each to its next rest (what a worker's

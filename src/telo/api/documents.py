@@ -10,17 +10,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from telo.errors import TeloError
-from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl
+from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl, load_manifest
 from telo.manifest.declare import Declarer
 from telo.manifest.diagnostics import ERR_MANIFEST_DUPLICATE_RESOURCE, Diagnostic, errors_of
 from telo.manifest.graph import Graph
 from telo.manifest.positions import join
 from telo.manifest.validate import validate
 
+INLINE_SOURCE = "inline-manifest.yaml"  # the source name (in the cwd) of a manifest given as YAML text
 POSITION = "__telo_pos__"  # the key-free attribute a builder document keeps its Python position in
+
+
+def load_source(source: str | Path, env: Mapping[str, str] | None) -> Manifest:
+    """A manifest file, or YAML text (a string containing a newline or ``kind:``; relative paths in it resolve
+    against the current directory)."""
+    from telo.analysis import cel_checker
+
+    text: str | None = None
+    if isinstance(source, str) and ("\n" in source or "kind:" in source):
+        text, path = source, Path.cwd() / INLINE_SOURCE
+    else:
+        path = Path(source)
+    return load_manifest(path, text=text, env=env, cel_checker=cel_checker)
 
 
 def add_documents(manifest: Manifest, documents: Sequence[Mapping[str, Any]], *, where: Pos) -> list[ResourceDecl]:

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from telo.journal.model import NO_VALUE, Parked, RunRecord
+from telo.journal.model import NO_VALUE, Entry, Parked, RunRecord
 from telo.operations.runs import RunView
 
 Wait: TypeAlias = float | int | str | None
@@ -148,3 +148,12 @@ def seconds(wait: Wait) -> float | None:
 
 def run_id(run: RunLike) -> str:
     return run.run_id if isinstance(run, RunRef) else str(run)
+
+
+def journal_entries(run: str, entries: Sequence[Entry]) -> list[JournalEntry]:
+    out = []
+    for e in entries:
+        decoded = e.decode(run)
+        out.append(JournalEntry(e.seq, e.path, e.kind, e.decision, dict(e.target) if e.target else None,
+                                None if decoded is NO_VALUE else decoded, decoded is not NO_VALUE))
+    return out
