@@ -10,8 +10,14 @@ from typing import Any
 
 import click
 
+import telo.cli.journal_cmds as journal_cmds
+import telo.cli.logs as logs
+import telo.cli.run_cmds as run_cmds
+import telo.cli.runs_cmds as runs_cmds
+import telo.cli.runs_group as runs_group
+import telo.cli.travel_cmds as travel_cmds
+import telo.cli.ui_cmd as ui_cmd
 from telo import __version__
-from telo.cli import journal_cmds, logs, run_cmds, runs_cmds, runs_group, travel_cmds, ui_cmd
 from telo.cli.common import report_error
 from telo.errors import TeloError
 
