@@ -23,7 +23,7 @@ _LAZY = {
     "Delivery": "telo.api",
     "JournalEntry": "telo.api",
     "Checkpoint": "telo.api",
-    "kind": "telo.api_kinds",
+    "kind": "telo.api.kinds",
     "StepContext": "telo.runtime.resource",
     "TeloError": "telo.errors",
     "FakeClock": "telo.clock",
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
         RunStatus,
         load,
     )
-    from telo.api_kinds import kind
+    from telo.api.kinds import kind
     from telo.clock import FakeClock
     from telo.durable.effects import NOT_FOUND
     from telo.errors import TeloError

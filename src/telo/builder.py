@@ -48,8 +48,8 @@ Conventions:
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from telo.manifest import Cel, Pos, Ref
 
@@ -167,15 +167,32 @@ def invoke(
     return out
 
 
-def _target(target: Any) -> Any:
-    from telo.api_kinds import definition_of
+KIND_ATTRIBUTE = "__telo_kind__"  # where @telo.kind (telo.api.kinds, a layer above) leaves its definition
 
+
+@runtime_checkable
+class KindDefinition(Protocol):
+    """What this module reads of an ``@telo.kind`` definition: the kind's canonical name."""
+
+    @property
+    def canonical(self) -> str: ...
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+
+def _kind_definition(target: Any) -> KindDefinition | None:
+    found = getattr(target, KIND_ATTRIBUTE, target)
+    return found if isinstance(found, KindDefinition) else None
+
+
+def _target(target: Any) -> Any:
     if isinstance(target, str):
         alias, dot, short = target.rpartition(".")
         return Ref(short, alias if dot else None, _caller())
     if isinstance(target, Ref):
         return target
-    found = definition_of(target)
+    found = _kind_definition(target)
     if found is not None:
         return {"kind": found.canonical}
     if isinstance(target, Mapping) and "kind" in target:

@@ -285,7 +285,7 @@ def test_errors_name_what_is_wrong(tmp_path: Path) -> None:
     with telo.load(MANIFEST) as app:
         with pytest.raises(telo.TeloError) as caught:
             app.start("work")
-        assert caught.value.code == "ERR_RESOURCE_NOT_FOUND" and "order" in (caught.value.hint or "")
+        assert caught.value.code == "ERR_WORKFLOW_NOT_FOUND" and "order" in (caught.value.hint or "")
         with pytest.raises(telo.TeloError, match="ERR_DURABLE_RUN_NOT_FOUND"):
             app.status("nope")
         app.run("order", {"order": "F-1"})

@@ -9,7 +9,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 import pytest
 
 import telo
-from telo.api_kinds import definition_of, schema_of_type
+from telo.api.kinds import definition_of, schema_of_type
 from telo.manifest import ManifestLoadError
 from telo.specs import BUILTIN_KINDS, BUILTIN_MODULES
 

@@ -10,10 +10,10 @@ import pytest
 
 from telo.clock import FakeClock
 from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
+from telo.durable.operator import resolve_unconfirmed
 from telo.errors import TeloError
 from telo.journal import eventlog
 from telo.journal.store import Store
-from telo.kinds.addressing import resolve_unconfirmed
 from telo.values.equality import equal
 from tests.durable.test_execute import Crash, body, execute
 from tests.unit.engine.fakes import Target

@@ -1,4 +1,6 @@
-"""Entry point of the ``telo`` command. Errors print as one line: the code, the message, and a hint."""
+"""Entry point of the ``telo`` command: the command group, and the registration of every command module's
+commands on it (command modules never import this module). Errors print as one line: the code, the message,
+and a hint (:func:`telo.cli.common.report_error`)."""
 
 from __future__ import annotations
 
@@ -8,22 +10,16 @@ from typing import Any
 
 import click
 
+import telo.cli.journal_cmds as journal_cmds
+import telo.cli.logs as logs
+import telo.cli.run_cmds as run_cmds
+import telo.cli.runs_cmds as runs_cmds
+import telo.cli.runs_group as runs_group
+import telo.cli.travel_cmds as travel_cmds
+import telo.cli.ui_cmd as ui_cmd
 from telo import __version__
+from telo.cli.common import report_error
 from telo.errors import TeloError
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # the command ran and what it ran failed (a run failed, an assertion did not hold)
-EXIT_USAGE = 2  # click's own exit code for bad arguments
-EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, a busy run ...
-# "The thing is not there" answers exit 1 on every command, like a failed outcome (docs/cli.md).
-NOT_THERE = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND"})
-
-
-# `telo run` and `telo worker`: how long a SIGTERM/SIGINT lets running effects finish (telo.durable.shutdown).
-grace_option = click.option(
-    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
-    help="On SIGTERM/SIGINT: let running effects finish and record their receipts for this long, start nothing "
-    "new, release claims, then exit 128+signal; a second signal stops at once.")
 
 
 class TeloGroup(click.Group):
@@ -33,10 +29,7 @@ class TeloGroup(click.Group):
         try:
             return super().invoke(ctx)
         except TeloError as exc:
-            click.echo(f"error: {exc.code}: {exc.message}", err=True)
-            if exc.hint:
-                click.echo(f"hint: {exc.hint}", err=True)
-            ctx.exit(EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR)
+            ctx.exit(report_error(exc))
 
 
 @click.group(cls=TeloGroup)
@@ -72,9 +65,15 @@ def frame_decode(frame_text: str) -> None:
     click.echo(json.dumps(to_plain(decode_frame(frame_text)), ensure_ascii=False))
 
 
+for module in (run_cmds, runs_cmds, runs_group, travel_cmds, ui_cmd):
+    for command in module.COMMANDS:
+        cli.add_command(command)
+runs_group.runs.add_command(journal_cmds.journal_command)
+runs_group.runs.add_command(journal_cmds.checkpoints_command)
+
+
 def main() -> None:
     from telo import observability
-    from telo.cli import logs, run_cmds, runs_cmds, runs_group, ui_cmd  # noqa: F401 - registers the commands on `cli`
 
     logs.install()
     observability.trace_from_environment()  # TELO_OTEL (docs/observability.md)

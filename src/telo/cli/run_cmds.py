@@ -10,38 +10,16 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import click
 
-from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
+from telo.cli.common import EXIT_ERROR, EXIT_FAILED, grace_option, parse_inputs, print_diagnostics, report_error
 from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import TeloError
 
 
-def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--input k=v``: ``v`` is read as JSON when it is JSON (numbers, booleans, objects), else as text."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--input")
-        try:
-            from telo.values import from_plain
-
-            out[key] = from_plain(json.loads(raw), {})
-        except ValueError:
-            out[key] = raw
-    return out
-
-
-def print_diagnostics(diagnostics: Sequence[Any]) -> None:
-    for d in diagnostics:
-        click.echo(str(d), err=True)
-
-
-@cli.command("run")
+@click.command("run")
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE", help="An input for the targets (JSON or text).")
 @click.option("--json", "as_json", is_flag=True, help="Print the targets' results as JSON.")
@@ -68,9 +46,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         with watching(app, progress):
             code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
-        click.echo(f"error: {exc.code}: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+        report_error(exc)
         # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
         sys.exit(EXIT_ERROR if exc.code.startswith(("ERR_MANIFEST", "ERR_JOURNAL_CONFIG")) else EXIT_FAILED)
     for run, error in app.failed_runs:
@@ -84,7 +60,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
     sys.exit(code)
 
 
-@cli.command("check")
+@click.command("check")
 @click.argument("manifests", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print diagnostics as JSON.")
 def check_command(manifests: tuple[str, ...], as_json: bool) -> None:
@@ -134,7 +110,7 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
         return manifest, -1, out + f"\n(timed out after {timeout:g} s)", SYSTEM_CLOCK.monotonic() - start
 
 
-@cli.command("test")
+@click.command("test")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--concurrency", default=3, show_default=True, help="Manifests run at once.")
 @click.option("--filter", "filter_", default=None, help="Only manifests whose path contains this text.")
@@ -154,3 +130,6 @@ def test_command(paths: tuple[str, ...], concurrency: int, filter_: str | None, 
                 click.echo("\n".join("    " + line for line in output.rstrip().splitlines()[-30:]))
     click.echo(f"{passed} passed, {failed} failed")
     sys.exit(EXIT_FAILED if failed or not manifests else 0)
+
+
+COMMANDS = [run_command, check_command, test_command]

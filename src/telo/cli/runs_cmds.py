@@ -1,82 +1,46 @@
 """Commands that address runs in a journal: ``status``, ``result``, ``deliver``, ``cancel``, ``resume``,
-``worker`` (issue: the durable backend). Every read command takes ``--json`` (values in the plain encoding)."""
+``resolve``, and ``worker``, which continues them. Each parses its arguments, calls :mod:`telo.operations`
+and prints the answer; every read command takes ``--json`` (values in the plain encoding)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-import time
 from typing import Any
 
 import click
 
-from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
+from telo.cli.common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_NOT_SETTLED,
+    emit,
+    grace_option,
+    journal_option,
+    json_option,
+    manifest_option,
+    open_store,
+    print_diagnostics,
+)
 from telo.clock import SYSTEM_CLOCK
-from telo.errors import TeloError
 from telo.journal.model import NO_VALUE, RunRecord
+from telo.operations.runs import RunView
 
 
-def open_journal(journal: str | None, manifest: str | None) -> Any:
-    from telo.journal import open_store
-
-    if journal:
-        return open_store(journal)
-    if manifest:
-        from telo.kinds.controllers import load_application
-
-        app = load_application(manifest)
-        app.create_resources()
-        from telo.kinds.journals import Journal
-
-        journals = [r for r in app.resources.values() if isinstance(r, Journal)]
-        if len(journals) != 1:
-            raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"{manifest} declares {len(journals)} journals",
-                            hint="name the journal with --journal")
-        return journals[0].open()
-    raise click.UsageError("name a journal with --journal PATH-or-URL, or --manifest FILE")
+def unconfirmed_view(view: RunView) -> list[dict[str, Any]]:
+    """The run's unconfirmed-effect resolutions, ``{step, resolution}`` each, settled or not."""
+    return [{"step": u.step, "resolution": u.resolution()} for u in view.unconfirmed]
 
 
-journal_option = click.option("--journal", "journal", metavar="PATH-or-URL",
-                              help="A SQLite file, a file-journal directory, or a postgresql:// URL.")
-manifest_option = click.option("--manifest", "manifest", type=click.Path(exists=True, dir_okay=False),
-                               help="Take the journal from this manifest.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (values in the plain encoding).")
-
-
-def emit(data: dict[str, Any], as_json: bool) -> None:
-    from telo.values import to_plain
-
-    if as_json:
-        click.echo(json.dumps(to_plain(data), ensure_ascii=False))
-        return
-    for key, value in data.items():
-        if value is None:
-            continue
-        shown = json.dumps(to_plain(value), ensure_ascii=False) if not isinstance(value, str) else value
-        click.echo(f"{key:>18}: {shown}")
-
-
-def unconfirmed_report(store: Any, run: str) -> list[dict[str, Any]]:
-    """Every recorded resolution of an unconfirmed effect (``<step>/@unconfirmed[n]``), for `telo status`."""
-    from telo import paths
-    from telo.journal import eventlog
-
-    out = []
-    for path, entry in eventlog.recover(store, run).entries.items():
-        last = paths.parse(path)[-1]
-        if last.name == paths.UNCONFIRMED:
-            out.append({"step": paths.parent(path), "resolution": entry.decode(run)})
-    return out
-
-
-def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
+def status_view(view: RunView) -> dict[str, Any]:
+    record = view.record
     out: dict[str, Any] = {"run": record.run, "status": record.status, "workflow": record.workflow}
     if record.due_at is not None:
         out["dueAt"] = record.due_at
     if record.parked is not None:
         out["parked"] = record.parked.to_json()
-    unconfirmed = unconfirmed_report(store, record.run) if store is not None else []
+    unconfirmed = unconfirmed_view(view)
     if unconfirmed:
         out["unconfirmedEffects"] = unconfirmed
     if record.claim is not None:
@@ -86,36 +50,36 @@ def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
     if record.corrupt is not None:
         out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
     if record.terminal:
-        result = record.decoded_result()
-        if result is not NO_VALUE:
-            out["result"] = result
-        out["replayedSteps"] = record.replayed_steps or 0
-        out["collapsedRegions"] = record.collapsed_regions or 0
-        if record.collapse_reasons:
-            out["collapseReasons"] = list(record.collapse_reasons)
+        out.update(outcome_view(record))
     return out
 
 
-def _require(store: Any, run: str) -> RunRecord:
-    record: RunRecord | None = store.read_run(run)
-    if record is None:
-        raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
-                        hint="list the journal's runs with `telo runs list`")
-    return record
+def outcome_view(record: RunRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    result = record.decoded_result()
+    if result is not NO_VALUE:
+        out["result"] = result
+    out["replayedSteps"] = record.replayed_steps or 0
+    out["collapsedRegions"] = record.collapsed_regions or 0
+    if record.collapse_reasons:
+        out["collapseReasons"] = list(record.collapse_reasons)
+    return out
 
 
-@cli.command("status")
+@click.command("status")
 @click.argument("run")
 @journal_option
 @manifest_option
 @json_option
 def status_command(run: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Show a run's record: status, where it is parked, who holds it, its outcome."""
-    with open_journal(journal, manifest) as store:
-        emit(status_view(_require(store, run), store), as_json)
+    from telo.operations import runs
+
+    with open_store(journal, manifest) as store:
+        emit(status_view(runs.status(store, run)), as_json)
 
 
-@cli.command("result")
+@click.command("result")
 @click.argument("run")
 @click.option("--wait", "wait", default=None, help="Wait up to this long for the run to settle (e.g. 30s).")
 @journal_option
@@ -124,21 +88,20 @@ def status_command(run: str, journal: str | None, manifest: str | None, as_json:
 def result_command(run: str, wait: str | None, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Print a run's result; exit 1 if it failed or was cancelled, 4 if it has not settled."""
     from telo.kinds.addressing import duration_ms
+    from telo.operations import runs
 
-    deadline = SYSTEM_CLOCK.monotonic() + (duration_ms(wait, "--wait") / 1000 if wait else 0)
-    with open_journal(journal, manifest) as store:
-        while True:
-            record = _require(store, run)
-            if record.terminal or SYSTEM_CLOCK.monotonic() >= deadline:
-                break
-            time.sleep(0.1)
-        emit(status_view(record, store), as_json)
+    seconds = duration_ms(wait, "--wait") / 1000 if wait else None
+    with open_store(journal, manifest) as store:
+        asyncio.run(runs.wait_settled(store, run, seconds))
+        view = runs.status(store, run)
+        emit(status_view(view), as_json)
+    record = view.record
     if not record.terminal:
-        sys.exit(4)
+        sys.exit(EXIT_NOT_SETTLED)
     sys.exit(0 if record.status == "completed" else EXIT_FAILED)
 
 
-@cli.command("deliver")
+@click.command("deliver")
 @click.argument("token")
 @click.option("--payload", default="null", help="The payload as JSON (default null).")
 @journal_option
@@ -146,22 +109,17 @@ def result_command(run: str, wait: str | None, journal: str | None, manifest: st
 @json_option
 def deliver_command(token: str, payload: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Deliver a payload to the run parked on TOKEN; a worker or a resubmission continues it."""
-    from telo.durable.waits import deliver
-    from telo.values import from_plain
+    from telo.operations import actions
 
-    try:
-        value = from_plain(json.loads(payload), {})
-    except ValueError as exc:
-        raise TeloError("ERR_DURABLE_PAYLOAD_INVALID", f"--payload is not JSON: {exc}",
-                        hint='pass JSON, e.g. --payload \'{"approvedBy":"ada"}\'') from exc
-    with open_journal(journal, manifest) as store:
-        result = deliver(store, token, value)
-    emit(result, as_json)
-    if not result["delivered"]:
+    value = actions.payload_from_json(payload, "--payload")
+    with open_store(journal, manifest) as store:
+        result = actions.deliver(store, token, value)
+    emit(result.to_json(), as_json)
+    if not result.delivered:
         sys.exit(EXIT_FAILED)
 
 
-@cli.command("cancel")
+@click.command("cancel")
 @click.argument("run")
 @click.option("--reason", default="cancelled by operator")
 @journal_option
@@ -169,18 +127,16 @@ def deliver_command(token: str, payload: str, journal: str | None, manifest: str
 @json_option
 def cancel_command(run: str, reason: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Cancel a run; a body executing right now stops at its next step."""
-    from telo.journal.model import Outcome
+    from telo.operations import actions
 
-    with open_journal(journal, manifest) as store:
-        record = _require(store, run)
-        if record.terminal:
-            emit({"run": run, "cancelled": False, "status": record.status}, as_json)
-            sys.exit(EXIT_FAILED)
-        store.complete(run, Outcome.cancelled(reason))
-        emit({"run": run, "cancelled": True, "status": "cancelled"}, as_json)
+    with open_store(journal, manifest) as store:
+        out = actions.cancel(store, run, reason)
+    emit({"run": run, "cancelled": out.cancelled, "status": out.status}, as_json)
+    if not out.cancelled:
+        sys.exit(EXIT_FAILED)
 
 
-@cli.command("resume")
+@click.command("resume")
 @click.argument("run")
 @click.option("--reason", default="resumed by operator")
 @click.option("--force", is_flag=True, help="Continue a run held because its manifest changed (recorded).")
@@ -190,13 +146,13 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 def resume_command(run: str, reason: str, force: bool, journal: str | None, manifest: str | None,
                    as_json: bool) -> None:
     """Continue a parked run now (an operator override, recorded in the journal)."""
-    from telo.kinds.addressing import resume_run
+    from telo.operations import actions
 
-    with open_journal(journal, manifest) as store:
-        emit(dict(resume_run(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)), as_json)
+    with open_store(journal, manifest) as store:
+        emit(actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force).to_json(), as_json)
 
 
-@cli.command("resolve")
+@click.command("resolve")
 @click.argument("run")
 @click.argument("path")
 @click.option("--redrive", "action", flag_value="redrive", help="Execute the effect again, with the same key.")
@@ -208,7 +164,7 @@ def resume_command(run: str, reason: str, force: bool, journal: str | None, mani
 def resolve_command(run: str, path: str, action: str | None, skip_with: str | None, journal: str | None,
                     manifest: str | None, as_json: bool) -> None:
     """Answer an unconfirmed effect: a step whose outcome is unknown after a crash (see `telo status`)."""
-    from telo.kinds.addressing import resolve_unconfirmed
+    from telo.operations import actions
     from telo.values import from_plain
 
     if (action is None) == (skip_with is None):
@@ -221,11 +177,11 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
         except ValueError as exc:
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--skip-with") from exc
     assert action is not None
-    with open_journal(journal, manifest) as store:
-        emit(dict(resolve_unconfirmed(store, run, path, action, value, SYSTEM_CLOCK.now_ms())), as_json)
+    with open_store(journal, manifest) as store:
+        emit(dict(actions.resolve(store, run, path, action, value, SYSTEM_CLOCK.now_ms())), as_json)
 
 
-@cli.command("worker")
+@click.command("worker")
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
 @click.option("--interval", default="1s", show_default=True, help="How often to sweep for due runs.")
 @click.option("--until-idle", is_flag=True, help="Exit once no run is due or running (for scripts and tests).")
@@ -240,6 +196,9 @@ def worker_command(manifest: str, interval: str, until_idle: bool, grace: float)
         sys.exit(asyncio.run(run_draining(run_worker(manifest, interval=interval, until_idle=until_idle),
                                           grace_s=grace)))
     except ManifestLoadError as exc:
-        for d in exc.diagnostics:
-            click.echo(str(d), err=True)
+        print_diagnostics(exc.diagnostics)
         sys.exit(EXIT_ERROR)
+
+
+COMMANDS = [status_command, result_command, deliver_command, cancel_command, resume_command, resolve_command,
+            worker_command]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import click
 
-from telo.cli.main import cli
 from telo.errors import TeloError
 
 
-@cli.command("ui")
+@click.command("ui")
 @click.option("--journal", "journal", required=True, metavar="PATH-or-URL",
-              help="A SQLite file, a file-journal directory, or a postgresql:// URL.")
+              help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback requires --token.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
@@ -25,3 +24,6 @@ def ui_command(journal: str, host: str, port: int, token: str | None) -> None:
         raise TeloError("ERR_UI_UNAVAILABLE", f"the dashboard's packages are not installed ({exc.name})",
                         hint="pip install 'telo-python[ui]'") from exc
     serve(journal, host=host, port=port, token=token or None)
+
+
+COMMANDS = [ui_command]

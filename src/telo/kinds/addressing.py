@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
-from telo import paths
+from telo.durable.operator import NOT_FOUND, cancel_run, resume_run
 from telo.durable.waits import deliver
 from telo.errors import TeloError
-from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, RunRecord
+from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal, compile_time
 from telo.kinds.workflow import default_run_id
 from telo.runtime.contracts import SchemaValidator, schema_of
@@ -55,8 +54,6 @@ class _Addressing(Resource):
         resource = self.app.resource_for(node)
         assert isinstance(resource, Journal)
         return resource
-
-
 
     def run_id(self, inputs: Any) -> str:
         ev = self.field("run")
@@ -126,12 +123,14 @@ class Cancel(_Addressing):
         run = self.run_id(inputs)
         store = self._journal().store
         reason = str(self.config.get("reason", "cancelled"))
-        record = await asyncio.to_thread(store.read_run, run)
-        if record is None:
-            return {"cancelled": False, "status": "unknown"}
-        if record.status in ("completed", "failed", "cancelled"):
-            return {"cancelled": False, "status": record.status}
-        await asyncio.to_thread(store.complete, run, Outcome.cancelled(reason))
+        try:
+            out = await asyncio.to_thread(cancel_run, store, run, reason)
+        except TeloError as exc:
+            if exc.code != NOT_FOUND:
+                raise
+            return {"cancelled": False, "status": "unknown"}  # the kind answers; it does not fail the step
+        if not out.cancelled:
+            return {"cancelled": False, "status": out.status}
         return {"run": run, "cancelled": True, "status": "cancelled"}
 
 
@@ -191,63 +190,6 @@ class Resume(_Addressing):
         run = self.run_id(inputs)
         reason = str(self.config.get("reason", "resumed by operator"))
         # The kind IS the operator override: it continues a run held on a manifest change too (recorded).
-        return await asyncio.to_thread(lambda: resume_run(self._journal().store, run, reason,
-                                                          self.app.clock.now_ms(), force=True))
-
-
-def resume_run(store: Any, run: str, reason: str, now_ms: int, *, force: bool = False) -> Mapping[str, Any]:
-    """Continue a parked run now (reference §6 "Local.Resume"), recorded as ``override/resume/<ms>``. A run
-    HELD because its manifest changed continues only with ``force``, which records the acceptance at the
-    hold's own path (spec §9 ERR_DURABLE_MANIFEST_CHANGED)."""
-    record = store.read_run(run)
-    if record is None:
-        raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
-                        hint="list the journal's runs with `telo runs list`", data={"run": run})
-    if record.terminal:
-        return {"resumed": False, "status": record.status}
-    at = Timestamp.from_epoch_millis(now_ms).to_text()
-    held = record.status == "parked" and record.parked is not None and "@manifest[" in record.parked.path
-    if held and record.parked is not None:
-        if not force:
-            raise TeloError("ERR_DURABLE_MANIFEST_CHANGED", record.parked.reason or f"run {run!r} is held",
-                            hint=f"continue it against the new manifest with `telo resume {run} --force`",
-                            data={"run": run})
-        store.append(run, Entry.decided(record.parked.path, "digest", {"accept": True, "reason": reason, "at": at}))
-    store.append(run, Entry.decided(paths.resume_override_path(now_ms), "value",
-                                    {"reason": reason, "at": at, "force": force}))
-    store.unpark(run)
-    return {"run": run, "resumed": True, "forced": held}
-
-
-def resolve_unconfirmed(store: Any, run: str, path: str, action: str, value: Any = NO_VALUE,
-                        now_ms: int | None = None) -> Mapping[str, Any]:
-    """An operator's answer to an unconfirmed effect (event-log spec §2): ``redrive`` it with the same
-    idempotency key, ``skip`` it with the given result as its receipt, or ``fail`` the run. The answer is
-    recorded at the step's next ``@unconfirmed[n]`` (where the run parked, if it did) and the run unparked."""
-    from telo.durable.effects import effect_state
-    from telo.journal import eventlog
-
-    if action not in ("redrive", "skip", "fail"):
-        raise TeloError("ERR_INVALID_VALUE", f"unknown resolution {action!r}", hint="use redrive, skip or fail")
-    state = eventlog.recover(store, run)
-    if state.record is None:
-        raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
-                        hint="list the journal's runs with `telo runs list`", data={"run": run})
-    if state.record.terminal:
-        raise TeloError("ERR_DURABLE_RUN_SETTLED", f"run {run!r} is already {state.record.status}",
-                        hint="restore or fork it to a checkpoint to run that step again")
-    if path in state.entries or paths.failure_path(path) in state.entries \
-            or paths.inputs_path(path) not in state.entries:
-        raise TeloError("ERR_DURABLE_EFFECT_NOT_UNCONFIRMED",
-                        f"step {path!r} of run {run!r} has no effect with an unknown outcome",
-                        hint=f"`telo status {run}` shows where the run waits and which effects are unconfirmed")
-    n = effect_state(path, state.entries, run).resolutions
-    answer: dict[str, Any] = {"action": action, "by": "operator"}
-    if now_ms is not None:
-        answer["at"] = Timestamp.from_epoch_millis(now_ms).to_text()
-    if action == "skip":
-        answer["value"] = None if value is NO_VALUE else value
-    stored = store.append(run, Entry.decided(state.storage_path(paths.unconfirmed_path(path, n)), "unconfirmed",
-                                             answer))
-    store.unpark(run)
-    return {"run": run, "path": path, "resolution": stored.decode(run)}
+        out = await asyncio.to_thread(lambda: resume_run(self._journal().store, run, reason,
+                                                         self.app.clock.now_ms(), force=True))
+        return out.to_json()

@@ -67,6 +67,12 @@ class Journal(Resource):
     def open(self) -> Store:
         raise NotImplementedError
 
+    def local_path(self) -> str | None:
+        """The file or directory this journal lives in, for a journal kept on this machine (else None): a
+        command that only reads or operates on runs refuses a journal that is not there yet rather than
+        creating it (telo.operations.journals)."""
+        return None
+
     async def init(self) -> None:
         _ = self.store
 
@@ -91,6 +97,9 @@ class SqliteJournal(Journal):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return SqliteStore(path, synchronous=str(self.config.get("synchronous", "FULL")), clock=self.app.clock)
 
+    def local_path(self) -> str | None:
+        return self._path("path")
+
     def snapshot(self) -> Any:
         return {"path": self.config.get("path") if isinstance(self.config.get("path"), str) else None}
 
@@ -102,6 +111,9 @@ class FileJournal(Journal):
         from telo.journal.file import FileStore
 
         return FileStore(self._path("directory"), clock=self.app.clock)
+
+    def local_path(self) -> str | None:
+        return self._path("directory")
 
     def snapshot(self) -> Any:
         return {"directory": self.config.get("directory") if isinstance(self.config.get("directory"), str) else None}

@@ -1,5 +1,12 @@
-"""Operations: what an operator or a program does to runs, written once for every front end.
+"""Operations: what an operator or a program does to runs, written once for every front end (docs/design.md
+"Operations and the front ends").
 
-The Python API, the CLI, the dashboard and the addressing kinds call these functions; front ends only parse
-their input and format the answer. :mod:`.worker` runs a manifest's resumers (``telo worker``).
+* :mod:`.journals` — opening a journal by name, with the one not-found rule;
+* :mod:`.runs` — a run's status (with its unconfirmed effects), result, a page of runs, events, checkpoints;
+* :mod:`.actions` — deliver, cancel, resume, resolve, fork, restore;
+* :mod:`.starting` — naming a workflow, admitting a scheduled run;
+* :mod:`.worker` — ``telo worker``'s loop over a manifest's resumers.
+
+The Python API, the CLI and the dashboard call these and only format the answer; the rules the addressing
+kinds share with them live one layer down, in :mod:`telo.durable.operator`.
 """

@@ -38,8 +38,10 @@ from starlette.templating import Jinja2Templates
 from telo.errors import TeloError
 from telo.journal.model import STATUSES
 from telo.journal.store import Store
+from telo.operations import actions
 from telo.server import views
 from telo.server.security import CSRF_FIELD, Guard, csrf_ok
+from telo.values import from_plain
 
 T = TypeVar("T")
 
@@ -155,13 +157,10 @@ class Dashboard:
             token = body.get("token")
             if not isinstance(token, str) or not token:
                 raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", "a delivery needs the token the run parked on")
-            payload: Any = body.get("payload")
-            if is_form:  # a form carries the payload as JSON text
-                try:
-                    payload = json.loads(str(payload or "null"))
-                except ValueError as exc:
-                    raise TeloError("ERR_DURABLE_PAYLOAD_INVALID", f"the payload is not JSON: {exc}",
-                                    hint='write JSON, e.g. {"approvedBy": "ada"}') from exc
+            raw: Any = body.get("payload")
+            # A form carries the payload as JSON text; a JSON body carries it as plain JSON.
+            payload = (actions.payload_from_json(str(raw or "null"), "the payload") if is_form
+                       else from_plain(raw, {}))
             result = await self.call(views.deliver, token, payload)
             return result, (f"delivered to {token}" if result.done else
                             f"nothing is parked on token {token!r}: it was already delivered, or never issued")

@@ -6,7 +6,7 @@ import socket
 import sys
 from typing import TextIO
 
-from telo.journal import open_store
+from telo.operations.journals import open_journal
 from telo.server.security import check_bind
 
 
@@ -30,13 +30,14 @@ def url_of(sock: socket.socket) -> str:
 def serve(journal: str, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           out: TextIO = sys.stderr) -> None:
     """Serve the dashboard over ``journal`` until interrupted. Refuses a non-loopback host without a token
-    (``ERR_UI_TOKEN_REQUIRED``) before opening anything."""
+    (``ERR_UI_TOKEN_REQUIRED``) before opening anything, and a journal that does not exist
+    (``ERR_JOURNAL_NOT_FOUND``: the dashboard reads and operates on runs, it never creates a journal)."""
     import uvicorn
 
     from telo.server.app import create_app
 
     check_bind(host, token)
-    store = open_store(journal)
+    store = open_journal(journal)
     try:
         sock = bind(host, port)
     except BaseException:

@@ -2,8 +2,8 @@
 
 Every function here is synchronous and blocks on the store (a SQLite read, a PostgreSQL round trip); the web
 layer (:mod:`telo.server.app`) calls them through a thread pool so the event loop never waits on the journal.
-Values leave in the plain encoding (spec §6.4), exactly as ``telo status --json`` prints them, so the JSON API
-and the pages agree with the CLI.
+Values leave in the plain encoding (spec §6.4), exactly as ``telo status --json`` prints them, and every read
+and action goes through :mod:`telo.operations`, so the JSON API and the pages agree with the CLI.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from telo.clock import SYSTEM_CLOCK
 from telo.errors import TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Event, EventKind
-from telo.journal.model import NO_VALUE, STATUSES, Outcome, RunFilter, RunRecord
+from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
 from telo.journal.store import Store
+from telo.operations import actions, runs
+from telo.operations.runs import RunView
 
 PAGE_SIZE: Final = 50
 MAX_PAGE_SIZE: Final = 500
@@ -27,12 +29,6 @@ MAX_PAGE_SIZE: Final = 500
 # counts stop and the page says so, so a huge journal cannot make every page load scan it all.
 COUNT_CAP: Final = 5_000
 VALUE_PREVIEW: Final = 160  # characters of a value shown inline in the timeline before it folds away
-
-
-class NotFound(TeloError):
-    """The run (or page) asked for is not in this journal: answered with 404."""
-
-    default_code = "ERR_DURABLE_RUN_NOT_FOUND"
 
 
 def _plain(value: Any) -> Any:
@@ -49,11 +45,6 @@ def _decoded(read: Callable[[], Any]) -> dict[str, Any]:
     except TeloError as exc:
         return {"error": {"code": exc.code, "message": exc.message}}
     return {} if value is NO_VALUE else {"value": _plain(value)}
-
-
-def is_held(record: RunRecord) -> bool:
-    """Parked because its manifest changed (spec §9): only ``resume --force`` continues it."""
-    return record.status == "parked" and record.parked is not None and "@manifest[" in record.parked.path
 
 
 def run_summary(record: RunRecord) -> dict[str, Any]:
@@ -77,7 +68,7 @@ def list_runs(store: Store, *, status: str | None = None, workflow: str | None =
     if status is not None and status not in STATUSES:
         raise TeloError("ERR_INVALID_VALUE", f"unknown status {status!r}", hint=f"use one of {', '.join(STATUSES)}")
     limit = max(1, min(limit, MAX_PAGE_SIZE))
-    page = store.list_runs(RunFilter(status=status, workflow=workflow or None, limit=limit, after=after or None))
+    page = runs.list_runs(store, RunFilter(status=status, workflow=workflow or None, limit=limit, after=after or None))
     return {"runs": [run_summary(r) for r in page.runs], "next": page.next, "status": status,
             "workflow": workflow or None, "limit": limit}
 
@@ -89,7 +80,7 @@ def count_by_status(store: Store, *, workflow: str | None = None, cap: int = COU
     seen = 0
     after: str | None = None
     while seen < cap:
-        page = store.list_runs(RunFilter(workflow=workflow or None, limit=min(500, cap - seen), after=after))
+        page = runs.list_runs(store, RunFilter(workflow=workflow or None, limit=min(500, cap - seen), after=after))
         for record in page.runs:
             counts[record.status] = counts.get(record.status, 0) + 1
         seen += len(page.runs)
@@ -99,25 +90,15 @@ def count_by_status(store: Store, *, workflow: str | None = None, cap: int = COU
     return {"counts": counts, "total": seen, "complete": False}
 
 
-def require(store: Store, run: str) -> RunRecord:
-    record = store.read_run(run)
-    if record is None:
-        raise NotFound("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
-                       hint="list the journal's runs on the runs page", data={"run": run})
-    return record
-
-
 def run_detail(store: Store, run: str) -> dict[str, Any]:
     """A run's record with its inputs and result in the plain encoding, its counts and zone reports, and which
     operator actions apply to it now."""
-    record = require(store, run)
+    # Lenient: an unreadable journal shows up in the timeline; the summary stays available.
+    view = runs.status(store, run, lenient=True)
+    record = view.record
     out = run_summary(record)
-    try:
-        state: eventlog.RunState | None = eventlog.recover(store, run)
-    except TeloError:
-        state = None  # an unreadable journal shows up in the timeline; the summary stays available
     # The epoch counts restores (eventlog: each restore starts a new one); the log is its authority.
-    out["epoch"] = state.epoch if state is not None else record.epoch
+    out["epoch"] = view.epoch if view.epoch is not None else record.epoch
     if record.claim is not None:
         out["claim"] = {"holder": record.claim.holder, "until": record.claim.until, "fence": record.fence}
     out["inputs"] = _decoded(record.decoded_inputs)
@@ -129,8 +110,8 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
         out["collapseReasons"] = list(record.collapse_reasons or ())
     if record.manifest_digest is not None:
         out["manifestDigest"] = record.manifest_digest
-    out["unconfirmedEffects"] = _unconfirmed(state) if state is not None else []
-    held = is_held(record)
+    out["unconfirmedEffects"] = _unconfirmed(view)
+    held = view.held
     out["held"] = held
     out["actions"] = {
         "deliver": record.parked.token if record.status == "parked" and record.parked is not None else None,
@@ -141,13 +122,9 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     return out
 
 
-def _unconfirmed(state: eventlog.RunState) -> list[dict[str, Any]]:
+def _unconfirmed(view: RunView) -> list[dict[str, Any]]:
     """Every recorded resolution of an unconfirmed effect (``<step>/@unconfirmed[n]``), as ``telo status``."""
-    out: list[dict[str, Any]] = []
-    for path, entry in state.entries.items():
-        if paths.parse(path)[-1].name == paths.UNCONFIRMED:
-            out.append({"step": paths.parent(path), **_decoded(partial(entry.decode, state.run))})
-    return out
+    return [{"step": u.step, **_decoded(u.resolution)} for u in view.unconfirmed]
 
 
 # --- the timeline -----------------------------------------------------------------------------------------
@@ -216,9 +193,9 @@ def category(event: Event) -> str:
 def timeline(store: Store, run: str) -> dict[str, Any]:
     """The run's journal in log order, each entry with its category and its value in the plain encoding; a
     parked run ends with its park."""
-    record = require(store, run)
+    record, found = runs.events(store, run)
     out: list[dict[str, Any]] = []
-    for event in eventlog.events(store, run):
+    for event in found:
         item: dict[str, Any] = {"seq": event.seq, "epoch": event.epoch, "event": event.kind.value,
                                 "category": category(event), "path": event.path}
         entry = event.entry
@@ -249,29 +226,18 @@ class ActionResult:
 
 
 def deliver(store: Store, token: str, payload: Any) -> ActionResult:
-    """Deliver a plain-JSON payload to the run parked on ``token`` (as ``telo deliver``)."""
-    from telo.durable.waits import deliver as deliver_to
-    from telo.values import from_plain
-
-    value = from_plain(payload, {})
-    result = deliver_to(store, token, value)
-    run = result.get("run")
-    return ActionResult(bool(result["delivered"]), dict(result), run if isinstance(run, str) else None)
+    """Deliver a payload (a domain value) to the run parked on ``token`` (as ``telo deliver``)."""
+    result = actions.deliver(store, token, payload)
+    return ActionResult(result.delivered, result.to_json(), result.run)
 
 
 def cancel(store: Store, run: str, reason: str) -> ActionResult:
     """Cancel a run that has not settled (as ``telo cancel``)."""
-    record = require(store, run)
-    if record.terminal:
-        return ActionResult(False, {"run": run, "cancelled": False, "status": record.status}, run)
-    store.complete(run, Outcome.cancelled(reason))
-    return ActionResult(True, {"run": run, "cancelled": True, "status": "cancelled"}, run)
+    out = actions.cancel(store, run, reason)
+    return ActionResult(out.cancelled, {"run": run, "cancelled": out.cancelled, "status": out.status}, run)
 
 
 def resume(store: Store, run: str, reason: str, *, force: bool = False) -> ActionResult:
     """Continue a parked run now (as ``telo resume [--force]``); refuses a held run without ``force``."""
-    from telo.kinds.addressing import resume_run
-
-    require(store, run)
-    result = dict(resume_run(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force))
-    return ActionResult(bool(result.get("resumed")), {"run": run, **result}, run)
+    out = actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)
+    return ActionResult(out.resumed, {"run": run, **out.to_json()}, run)

@@ -10,16 +10,32 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl
+from telo.errors import TeloError
+from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl, load_manifest
 from telo.manifest.declare import Declarer
 from telo.manifest.diagnostics import ERR_MANIFEST_DUPLICATE_RESOURCE, Diagnostic, errors_of
 from telo.manifest.graph import Graph
 from telo.manifest.positions import join
 from telo.manifest.validate import validate
 
+INLINE_SOURCE = "inline-manifest.yaml"  # the source name (in the cwd) of a manifest given as YAML text
 POSITION = "__telo_pos__"  # the key-free attribute a builder document keeps its Python position in
+
+
+def load_source(source: str | Path, env: Mapping[str, str] | None) -> Manifest:
+    """A manifest file, or YAML text (a string containing a newline or ``kind:``; relative paths in it resolve
+    against the current directory)."""
+    from telo.analysis import cel_checker
+
+    text: str | None = None
+    if isinstance(source, str) and ("\n" in source or "kind:" in source):
+        text, path = source, Path.cwd() / INLINE_SOURCE
+    else:
+        path = Path(source)
+    return load_manifest(path, text=text, env=env, cel_checker=cel_checker)
 
 
 def add_documents(manifest: Manifest, documents: Sequence[Mapping[str, Any]], *, where: Pos) -> list[ResourceDecl]:
@@ -70,3 +86,28 @@ def add_documents(manifest: Manifest, documents: Sequence[Mapping[str, Any]], *,
     manifest.resources.update({r.name: r for r in new})
     manifest.diagnostics.extend(diagnostics)
     return new
+
+
+def with_journal(manifest: Manifest, doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``doc`` with ``journal`` set to the manifest's only journal, when it is a durable workflow without one
+    (``ERR_JOURNAL_AMBIGUOUS`` when the manifest declares none or several)."""
+    if "journal" in doc or not isinstance(doc.get("kind"), str):
+        return doc
+    try:
+        spec = manifest.kind(doc["kind"])
+    except KeyError:
+        return doc  # reported by the loader's own checks
+    if spec.canonical != "DurableLocal.Workflow":
+        return doc
+    from telo.builder import Document
+    from telo.manifest import Ref
+    from telo.specs import conforms
+
+    journals = [d for d in manifest.resources.values()
+                if conforms(d.spec, "DurableLocal.Journal", manifest.canonical_kinds)]
+    if len(journals) != 1:
+        raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"workflow {doc.get('metadata')}: the manifest declares "
+                        f"{len(journals)} journals", hint="name one with journal=")
+    out = Document({**doc, "journal": Ref(journals[0].name, None, journals[0].pos)})
+    setattr(out, POSITION, getattr(doc, POSITION, None))
+    return out

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, is_typeddict
 
+from telo.builder import KIND_ATTRIBUTE
 from telo.runtime.resource import Resource
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from telo.specs import KindSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
-ATTRIBUTE = "__telo_kind__"  # where the decorator leaves the KindDef on the function
+ATTRIBUTE = KIND_ATTRIBUTE  # where the decorator leaves the KindDef on the function (telo.builder reads it)
 _POLICIES = ("redrive", "park", "fail")
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 

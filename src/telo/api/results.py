@@ -1,0 +1,159 @@
+"""The Python API's results: frozen dataclasses whose values are domain values (``int``, ``str``, ``dict``,
+:class:`telo.values.Timestamp` …), as CEL and the journal see them (docs/python-api.md "Results")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from telo.journal.model import NO_VALUE, Entry, Parked, RunRecord
+from telo.operations.runs import RunView
+
+Wait: TypeAlias = float | int | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """A run :meth:`AsyncApp.start` started (``started``) or attached to; ``status`` as it was then."""
+
+    run_id: str
+    workflow: str | None
+    started: bool
+    status: str
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+RunLike: TypeAlias = str | RunRef
+
+
+@dataclass(frozen=True, slots=True)
+class RunError:
+    """How a run failed: the error code and message its record keeps."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatus:
+    """A run's record (``telo status``): where it is, where it waits, who executes it."""
+
+    run_id: str
+    status: str  # scheduled | running | parked | completed | failed | cancelled
+    workflow: str | None = None
+    due_at: int | None = None  # epoch ms it becomes due (a time park, a scheduled run)
+    parked: Parked | None = None  # where a parked run waits (path, resource, token, reason)
+    error: RunError | None = None
+    claim_holder: str | None = None  # the process executing it right now (while its claim is live)
+    claim_until: int | None = None
+    unconfirmed_effects: tuple[Mapping[str, Any], ...] = ()  # {step, resolution} of each unknown outcome
+    created_at: int | None = None
+    updated_at: int | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Completed, failed or cancelled: nothing will change it (short of a restore)."""
+        return self.status in ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """A run's outcome so far (``telo result``): ``value`` is its result once completed, ``{"steps": …}``."""
+
+    run_id: str
+    status: str
+    value: Any = None
+    error: RunError | None = None
+    replayed_steps: int = 0  # steps the settling execution returned from the journal instead of running
+    collapsed_regions: int = 0
+    collapse_reasons: tuple[str, ...] = ()
+    parked: Parked | None = None
+    due_at: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def settled(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
+
+    @property
+    def steps(self) -> Mapping[str, Any]:
+        """The completed run's ``steps`` map (``{name: {"result": …}}``); empty before completion."""
+        steps = self.value.get("steps") if isinstance(self.value, Mapping) else None
+        return steps if isinstance(steps, Mapping) else {}
+
+    def step(self, name: str) -> Any:
+        """The result of top-level step ``name`` (``KeyError`` if it produced none)."""
+        return self.steps[name]["result"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What :meth:`AsyncApp.deliver` did: ``delivered`` is false for a spent or unknown token."""
+
+    delivered: bool
+    run_id: str | None = None
+    continued: bool = False  # the run was continued in this process
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One journal entry, its value decoded (``has_value`` false for an entry that carries none)."""
+
+    seq: int | None
+    path: str
+    kind: str  # step | decision
+    decision: str | None = None
+    target: Mapping[str, str] | None = None
+    value: Any = None
+    has_value: bool = False
+
+
+def run_error(raw: Mapping[str, Any] | None) -> RunError | None:
+    if not raw:
+        return None
+    return RunError(str(raw.get("code") or "ERR_DURABLE_RUN_FAILED"), str(raw.get("message") or ""))
+
+
+def run_result(record: RunRecord) -> RunResult:
+    value = record.decoded_result() if record.result is not None else NO_VALUE
+    return RunResult(record.run, record.status, None if value is NO_VALUE else value, run_error(record.error),
+                     record.replayed_steps or 0, record.collapsed_regions or 0, tuple(record.collapse_reasons or ()),
+                     record.parked, record.due_at)
+
+
+def run_status(view: RunView) -> RunStatus:
+    record, claim = view.record, view.record.claim
+    unconfirmed = tuple({"step": u.step, "resolution": u.resolution()} for u in view.unconfirmed)
+    return RunStatus(record.run, record.status, record.workflow, record.due_at, record.parked,
+                     run_error(record.error), claim.holder if claim else None, claim.until if claim else None,
+                     unconfirmed, record.created_at, record.updated_at)
+
+
+def seconds(wait: Wait) -> float | None:
+    """``wait`` in seconds: a number, or a duration text (``"30s"``); None for no bound."""
+    if wait is None:
+        return None
+    if isinstance(wait, str):
+        from telo.kinds.addressing import duration_ms
+
+        return duration_ms(wait, "wait") / 1000
+    return float(wait)
+
+
+def run_id(run: RunLike) -> str:
+    return run.run_id if isinstance(run, RunRef) else str(run)
+
+
+def journal_entries(run: str, entries: Sequence[Entry]) -> list[JournalEntry]:
+    out = []
+    for e in entries:
+        decoded = e.decode(run)
+        out.append(JournalEntry(e.seq, e.path, e.kind, e.decision, dict(e.target) if e.target else None,
+                                None if decoded is NO_VALUE else decoded, decoded is not NO_VALUE))
+    return out

@@ -1,0 +1,156 @@
+"""The synchronous Python API: :class:`App` runs an :class:`~telo.api.aio.AsyncApp` on a private event loop in
+a background thread, so a run it starts keeps executing while your code does other things, exactly as under
+``telo run``; every method blocks until its answer is ready (docs/python-api.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from telo.api.aio import AsyncApp
+from telo.api.results import Delivery, JournalEntry, RunLike, RunRef, RunResult, RunStatus, Wait
+from telo.clock import Clock
+from telo.errors import TeloError
+from telo.journal.eventlog import Checkpoint
+from telo.manifest import Manifest
+from telo.runtime.app import Application
+
+T = TypeVar("T")
+
+
+class App:
+    """The synchronous API: :class:`AsyncApp`'s methods, blocking, on a private event loop in a background
+    thread (so runs it starts keep executing between calls). Close it (``with telo.load(...) as app:``)."""
+
+    def __init__(self, inner: AsyncApp) -> None:
+        self.aio = inner  # the same application, for code that wants to await
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="telo-app", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    @classmethod
+    def load(cls, source: str | Path, *, env: Mapping[str, str] | None = None, journal: str | None = None,
+             clock: Clock | None = None) -> App:
+        """See :meth:`AsyncApp.load`."""
+        return cls(AsyncApp.load(source, env=env, journal=journal, clock=clock))
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("a sync telo.App method was called from its own event loop; use app.aio")
+        if self._closed:
+            coro.close()
+            raise TeloError("ERR_APP_CLOSED", "this App is closed", hint="load the manifest again")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def _sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        async def call() -> Any:  # on the loop: the application is only ever touched from its own thread
+            return fn(*args, **kwargs)
+
+        return self._call(call())
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.aio.manifest
+
+    @property
+    def application(self) -> Application:
+        return self.aio.application
+
+    @property
+    def clock(self) -> Clock:
+        return self.aio.clock
+
+    def add(self, *documents: Mapping[str, Any]) -> list[str]:
+        """See :meth:`AsyncApp.add`."""
+        return list(self._sync(self.aio.add, *documents))
+
+    def workflow(self, name: str, steps: Sequence[Mapping[str, Any]], *, journal: str | None = None,
+                 run_id: Any = None, inputs: Any = None, on_conflict: str | None = None) -> str:
+        """See :meth:`AsyncApp.workflow`."""
+        return str(self._sync(self.aio.workflow, name, steps, journal=journal, run_id=run_id, inputs=inputs,
+                              on_conflict=on_conflict))
+
+    def start(self, workflow: str, inputs: Mapping[str, Any] | None = None) -> RunRef:
+        """See :meth:`AsyncApp.start`."""
+        return self._call(self.aio.start(workflow, inputs))
+
+    def run(self, workflow: str, inputs: Mapping[str, Any] | None = None, *, wait: Wait = None) -> RunResult:
+        """See :meth:`AsyncApp.run`."""
+        return self._call(self.aio.run(workflow, inputs, wait=wait))
+
+    def status(self, run: RunLike) -> RunStatus:
+        """See :meth:`AsyncApp.status`."""
+        return self._call(self.aio.status(run))
+
+    def result(self, run: RunLike, wait: Wait = None) -> RunResult:
+        """See :meth:`AsyncApp.result`."""
+        return self._call(self.aio.result(run, wait))
+
+    def wait(self, run: RunLike, timeout: Wait = None) -> RunResult:
+        """See :meth:`AsyncApp.wait`."""
+        return self._call(self.aio.wait(run, timeout))
+
+    def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
+        """See :meth:`AsyncApp.deliver`."""
+        return self._call(self.aio.deliver(token, payload, continue_run=continue_run))
+
+    def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
+        """See :meth:`AsyncApp.cancel`."""
+        return self._call(self.aio.cancel(run, reason))
+
+    def resume(self, run: RunLike, *, force: bool = False, reason: str = "resumed by operator",
+               continue_run: bool = True) -> bool:
+        """See :meth:`AsyncApp.resume`."""
+        return self._call(self.aio.resume(run, force=force, reason=reason, continue_run=continue_run))
+
+    def fork(self, run: RunLike, checkpoint: int | Checkpoint, new_run: str | None = None, *,
+             continue_run: bool = True) -> RunRef:
+        """See :meth:`AsyncApp.fork`."""
+        return self._call(self.aio.fork(run, checkpoint, new_run, continue_run=continue_run))
+
+    def restore(self, run: RunLike, checkpoint: int | Checkpoint, *, reason: str = "restored by operator",
+                continue_run: bool = True) -> RunStatus:
+        """See :meth:`AsyncApp.restore`."""
+        return self._call(self.aio.restore(run, checkpoint, reason=reason, continue_run=continue_run))
+
+    def checkpoints(self, run: RunLike) -> list[Checkpoint]:
+        """See :meth:`AsyncApp.checkpoints`."""
+        return self._call(self.aio.checkpoints(run))
+
+    def journal(self, run: RunLike) -> list[JournalEntry]:
+        """See :meth:`AsyncApp.journal`."""
+        return self._call(self.aio.journal(run))
+
+    def run_due(self, limit: int = 100) -> int:
+        """See :meth:`AsyncApp.run_due`."""
+        return self._call(self.aio.run_due(limit))
+
+    def close(self) -> None:
+        """See :meth:`AsyncApp.close`; then stops the background loop. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._call(self.aio.close())
+        finally:
+            self._closed = True
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load(source: str | Path, *, env: Mapping[str, str] | None = None, journal: str | None = None,
+         clock: Clock | None = None) -> App:
+    """Load a manifest (a path, or YAML text) as a synchronous :class:`App`; see :meth:`AsyncApp.load`."""
+    return App.load(source, env=env, journal=journal, clock=clock)
+

@@ -1,0 +1,152 @@
+"""What every ``telo`` command module shares: exit codes, the journal/manifest/JSON options, opening the
+journal a command names, and output (a value always leaves through the plain encoding,
+:func:`telo.values.to_plain`, never ``str()``, so a timestamp, bytes or a uint read the same in a table and
+in ``--json``). Command modules import this, never :mod:`telo.cli.main`, which registers them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import click
+
+from telo.errors import TeloError
+from telo.journal.model import NO_VALUE
+from telo.journal.store import Store
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and what it ran failed (a run failed, an assertion did not hold)
+EXIT_USAGE = 2  # click's own exit code for bad arguments
+EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, a busy run ...
+EXIT_NOT_SETTLED = 4  # `telo result`: the run has not settled (yet)
+# "The thing is not there" answers exit 1 on every command, like a failed outcome (docs/cli.md); every other
+# refusal (a busy run, a bad cursor, an unreadable journal) is telo refusing (exit 3).
+NOT_THERE = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND",
+                       "ERR_WORKFLOW_NOT_FOUND"})
+
+NONE_SHOWN = "—"  # what a human table shows for "no value" (JSON omits the member instead)
+
+# `telo run` and `telo worker`: how long a SIGTERM/SIGINT lets running effects finish (telo.durable.shutdown).
+grace_option = click.option(
+    "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
+    help="On SIGTERM/SIGINT: let running effects finish and record their receipts for this long, start nothing "
+    "new, release claims, then exit 128+signal; a second signal stops at once.")
+journal_option = click.option("--journal", "journal", metavar="PATH-or-URL",
+                              help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist).")
+manifest_option = click.option("--manifest", "manifest", type=click.Path(exists=True, dir_okay=False),
+                               help="Take the journal from this manifest.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (values in the plain encoding).")
+
+
+def report_error(exc: TeloError) -> int:
+    """Print a TeloError as one line and its hint; the exit code it means."""
+    click.echo(f"error: {exc.code}: {exc.message}", err=True)
+    if exc.hint:
+        click.echo(f"hint: {exc.hint}", err=True)
+    return EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR
+
+
+def open_store(journal: str | None, manifest: str | None) -> Store:
+    """The journal ``--journal`` or ``--manifest`` names, for a command that reads or operates on runs: one
+    that does not exist is refused, never created (:mod:`telo.operations.journals`)."""
+    from telo.operations.journals import open_named
+
+    if not journal and not manifest:
+        raise click.UsageError("name a journal with --journal PATH-or-URL, or --manifest FILE")
+    return open_named(journal, manifest)
+
+
+def plain(value: Any) -> Any:
+    from telo.values import to_plain
+
+    return to_plain(value)
+
+
+def ms_time(ms: int | None) -> Any:
+    """Epoch milliseconds as a timestamp value (plain-encoded as RFC 3339 text), None for no time."""
+    from telo.values import Timestamp
+
+    return None if ms is None else Timestamp.from_epoch_millis(ms)
+
+
+def shown(value: Any) -> str:
+    """One cell of human output: text as it is, anything else as compact plain JSON, no value as '—'."""
+    if value is None or value is NO_VALUE:
+        return NONE_SHOWN
+    p = plain(value)
+    return p if isinstance(p, str) else json.dumps(p, ensure_ascii=False)
+
+
+def out_json(data: Any) -> None:
+    click.echo(json.dumps(plain(data), ensure_ascii=False))
+
+
+def emit(data: Mapping[str, Any], as_json: bool) -> None:
+    """A record as JSON, or one right-aligned ``key: value`` line per member that has a value."""
+    if as_json:
+        out_json(data)
+        return
+    for key, value in data.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else json.dumps(plain(value), ensure_ascii=False)
+        click.echo(f"{key:>18}: {text}")
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def console() -> Any:
+    from rich.console import Console
+
+    # Off a terminal (only `--tree` draws with rich there) lines are never wrapped: a pipe has no width.
+    return Console() if is_terminal() else Console(width=10_000, no_color=True, highlight=False)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
+    """A rich table on a terminal; otherwise plain columns (two spaces apart, last column unpadded)."""
+    if is_terminal():
+        from rich.table import Table
+
+        t = Table(*headers, title=title, title_justify="left", highlight=False)
+        for row in rows:
+            t.add_row(*row)
+        console().print(t)
+        return
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for row in [list(headers), *rows]:
+        cells = [c.ljust(w) for c, w in zip(row[:-1], widths[:-1], strict=True)] + [row[-1]]
+        click.echo("  ".join(cells).rstrip())
+
+
+def key_values(data: Mapping[str, Any]) -> None:
+    """Human form of a record: one ``key: value`` line per member that is present."""
+    width = max((len(k) for k in data), default=0)
+    for key, value in data.items():
+        if value is not None:
+            click.echo(f"{key:>{width}}: {shown(value)}")
+
+
+def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--input k=v``: ``v`` is read as JSON when it is JSON (numbers, booleans, objects), else as text."""
+    from telo.values import from_plain
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--input")
+        try:
+            out[key] = from_plain(json.loads(raw), {})
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def print_diagnostics(diagnostics: Sequence[Any]) -> None:
+    for d in diagnostics:
+        click.echo(str(d), err=True)

@@ -1,0 +1,137 @@
+"""Travelling in a journal and scheduling runs: ``telo restore``, ``telo fork`` (a checkpoint by seq or step
+path, :func:`telo.operations.runs.resolve_checkpoint`) and ``telo schedule``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from telo.cli.common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    journal_option,
+    json_option,
+    key_values,
+    manifest_option,
+    ms_time,
+    open_store,
+    out_json,
+    parse_inputs,
+    print_diagnostics,
+)
+from telo.clock import SYSTEM_CLOCK
+from telo.operations import actions
+
+
+@click.command("restore")
+@click.argument("run")
+@click.argument("checkpoint")
+@click.option("--reason", default="restored by operator", show_default=True, help="Recorded with the restore.")
+@journal_option
+@manifest_option
+@json_option
+def restore_command(run: str, checkpoint: str, reason: str, journal: str | None, manifest: str | None,
+                    as_json: bool) -> None:
+    """Roll RUN back to CHECKPOINT (a seq or step path from `telo runs checkpoints`), recorded as a new epoch.
+
+    The steps after the checkpoint execute again when the run is next continued (a worker, or `telo run`
+    with the same run id); the ones before it replay. History is kept: the old epoch stays in the journal."""
+    with open_store(journal, manifest) as store:
+        out = actions.restore(store, run, checkpoint, reason=reason)
+    view = {"run": run, "restored": True, "checkpoint": out.checkpoint, "epoch": out.epoch, "status": out.status}
+    if as_json:
+        out_json(view)
+        return
+    key_values(view)
+    click.echo("hint: a worker (`telo worker MANIFEST`) or `telo run` with the same run id continues it", err=True)
+
+
+@click.command("fork")
+@click.argument("run")
+@click.argument("checkpoint")
+@click.option("--run-id", "new_run", default=None, help="The new run's id (default <run>:fork:<8 hex>).")
+@journal_option
+@manifest_option
+@json_option
+def fork_command(run: str, checkpoint: str, new_run: str | None, journal: str | None, manifest: str | None,
+                 as_json: bool) -> None:
+    """Copy RUN's state at CHECKPOINT into a new run; RUN itself is left untouched.
+
+    The new run is `running` with the same workflow and inputs; a worker (`telo worker MANIFEST`) continues
+    it from the checkpoint."""
+    with open_store(journal, manifest) as store:
+        out = actions.fork(store, run, checkpoint, new_run)
+    view = {"run": out.run, "forkedFrom": out.source, "checkpoint": out.checkpoint, "status": out.status}
+    if as_json:
+        out_json(view)
+        return
+    key_values(view)
+    click.echo("hint: a worker (`telo worker MANIFEST`) continues it from the checkpoint", err=True)
+
+
+def due_time(after: str | None, at: str | None, now_ms: int) -> int:
+    from telo.kinds.addressing import duration_ms, instant_ms
+
+    if (after is None) == (at is None):
+        raise click.UsageError("give exactly one of --after DURATION or --at TIMESTAMP")
+    if after is not None:
+        return now_ms + duration_ms(after, "--after")
+    assert at is not None
+    return instant_ms(int(at) if at.isdigit() else at, "ERR_DURABLE_SCHEDULE_INVALID", "--at")
+
+
+async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any], run_id: str | None,
+                          due: int) -> dict[str, Any]:
+    """Start ``manifest``'s application (creating its journal if need be: this command creates a run), admit
+    the scheduled run through :func:`telo.operations.starting.schedule`, close it again."""
+    from telo.kinds.controllers import load_application
+    from telo.operations.starting import schedule
+
+    app = load_application(manifest)
+    try:
+        await app.start()
+        out = await schedule(app, workflow, inputs, run_id, due)
+    finally:
+        await app.close()
+    if not out.scheduled:
+        return {"run": out.run, "scheduled": False, "status": out.status}
+    return {"run": out.run, "scheduled": True, "workflow": out.workflow, "dueAt": ms_time(out.due_at)}
+
+
+@click.command("schedule")
+@click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+@click.argument("workflow")
+@click.option("--after", metavar="DURATION", help="Due this long from now (90s, 15m, 2h, 1d).")
+@click.option("--at", metavar="TIMESTAMP", help="Due at this RFC 3339 time (or epoch ms).")
+@click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE", help="A workflow input (JSON or text).")
+@click.option("--run-id", "run_id", default=None, help="The run's id (default: the workflow's runId rule).")
+@json_option
+def schedule_command(manifest: str, workflow: str, after: str | None, at: str | None, inputs: tuple[str, ...],
+                     run_id: str | None, as_json: bool) -> None:
+    """Admit a scheduled run of WORKFLOW; a worker (`telo worker MANIFEST`) starts it when it is due."""
+    from telo.manifest import ManifestLoadError
+
+    values = parse_inputs(inputs)
+    due = due_time(after, at, SYSTEM_CLOCK.now_ms())
+    try:
+        view = asyncio.run(admit_scheduled(manifest, workflow, values, run_id, due))
+    except ManifestLoadError as exc:
+        print_diagnostics(exc.diagnostics)
+        click.echo(f"error: {exc.code}: {manifest} has {len(exc.diagnostics)} problem(s); nothing was "
+                   "scheduled", err=True)
+        sys.exit(EXIT_ERROR)
+    if as_json:
+        out_json(view)
+    else:
+        key_values(view)
+    if not view["scheduled"]:
+        if not as_json:
+            click.echo(f"hint: run {view['run']!r} already exists; pass another --run-id", err=True)
+        sys.exit(EXIT_FAILED)
+
+
+COMMANDS = [restore_command, fork_command, schedule_command]

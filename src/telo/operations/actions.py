@@ -1,0 +1,123 @@
+"""Operating on runs: deliver, cancel, resume, resolve, fork, restore. Synchronous (stores block and are
+thread-safe; the Python API calls these through ``asyncio.to_thread``). Each returns a typed result and
+raises :class:`~telo.errors.TeloError` with a code; none continues a run — a worker, a rerun, or the Python
+API (which continues runs of its own application in-process) does that.
+
+The rules that the addressing kinds share live one layer down, in :mod:`telo.durable.operator`; the payload
+schema a delivery is checked against is the one the Await recorded in the journal (:func:`telo.durable.waits
+.deliver`), so every front end validates the same payload the same way, with or without the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from telo.clock import SYSTEM_CLOCK, Clock, uuid4_hex
+from telo.durable import operator
+from telo.durable.operator import Cancelled, Resumed
+from telo.errors import TeloError
+from telo.journal import eventlog
+from telo.journal.eventlog import Checkpoint
+from telo.journal.model import NO_VALUE
+from telo.journal.store import Store
+from telo.operations.runs import resolve_checkpoint
+
+__all__ = ["Cancelled", "Delivered", "Forked", "Restored", "Resumed", "cancel", "deliver", "fork", "fork_id",
+           "payload_from_json", "resolve", "restore", "resume"]
+
+FORK_MARK = ":fork:"  # docs/cli.md: a fork's default id is <run>:fork:<8 hex>
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """What a delivery did: ``delivered`` is false for a spent or unknown token (nothing was written)."""
+
+    delivered: bool
+    run: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"delivered": True, "run": self.run} if self.delivered else {"delivered": False}
+
+
+@dataclass(frozen=True, slots=True)
+class Forked:
+    run: str  # the new run
+    source: str
+    checkpoint: int
+    workflow: str | None
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    run: str
+    checkpoint: int
+    epoch: int
+    status: str
+
+
+def payload_from_json(text: str | None, where: str) -> Any:
+    """A payload written as JSON text (a CLI option, a form field) as a domain value (integers as CEL int);
+    ``ERR_DURABLE_PAYLOAD_INVALID`` when it is not JSON. None and empty text are ``null``."""
+    from telo.values import from_plain
+
+    try:
+        plain = json.loads(text) if text else None
+    except ValueError as exc:
+        raise TeloError("ERR_DURABLE_PAYLOAD_INVALID", f"{where} is not JSON: {exc}",
+                        hint='write JSON, e.g. {"approvedBy": "ada"}') from exc
+    return from_plain(plain, {})
+
+
+def deliver(store: Store, token: str, payload: Any) -> Delivered:
+    """Deliver ``payload`` (a domain value) to the run parked on ``token``, checked first against the schema
+    its Await recorded (``ERR_DURABLE_PAYLOAD_INVALID``); of racing deliveries to one token exactly one is
+    delivered."""
+    from telo.durable.waits import deliver as deliver_to
+
+    out = deliver_to(store, token, payload)
+    run = out.get("run")
+    return Delivered(bool(out.get("delivered")), run if isinstance(run, str) else None)
+
+
+def cancel(store: Store, run: str, reason: str) -> Cancelled:
+    """Cancel a run that has not settled (a body executing it stops at its next step)."""
+    return operator.cancel_run(store, run, reason)
+
+
+def resume(store: Store, run: str, reason: str, now_ms: int, *, force: bool = False) -> Resumed:
+    """Continue a parked run now, an operator override recorded in the journal; a run held because its
+    manifest changed continues only with ``force`` (else ``ERR_DURABLE_MANIFEST_CHANGED``)."""
+    return operator.resume_run(store, run, reason, now_ms, force=force)
+
+
+def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALUE,
+            now_ms: int | None = None) -> Mapping[str, Any]:
+    """Answer an unconfirmed effect: ``redrive``, ``skip`` (with ``value`` as its result) or ``fail``."""
+    return operator.resolve_unconfirmed(store, run, path, action, value, now_ms)
+
+
+def fork_id(run: str) -> str:
+    """The default id of a fork of ``run``: ``<run>:fork:<8 hex>`` (docs/cli.md)."""
+    return f"{run}{FORK_MARK}{uuid4_hex()[:8]}"
+
+
+def fork(store: Store, run: str, checkpoint: int | str | Checkpoint, new_run: str | None = None) -> Forked:
+    """Copy ``run``'s state at ``checkpoint`` into a new run (``new_run``, default :func:`fork_id`); the
+    original is left untouched. The copy is ``running``: whoever continues runs continues it from there."""
+    seq = resolve_checkpoint(store, run, checkpoint)
+    target = new_run or fork_id(run)
+    state = eventlog.fork(store, run, seq, target)
+    record = state.record
+    return Forked(target, run, seq, record.workflow if record else None, record.status if record else "running")
+
+
+def restore(store: Store, run: str, checkpoint: int | str | Checkpoint, *, reason: str = "restored by operator",
+            clock: Clock = SYSTEM_CLOCK) -> Restored:
+    """Roll ``run`` back to ``checkpoint`` as a new journal epoch: the steps after it execute again."""
+    seq = resolve_checkpoint(store, run, checkpoint)
+    state = eventlog.restore(store, run, seq, reason=reason, clock=clock)
+    return Restored(run, seq, state.epoch, state.record.status if state.record else "running")

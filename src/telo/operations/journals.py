@@ -1,0 +1,87 @@
+"""Opening a journal by name, with one not-found rule for every front end.
+
+A journal is named as ``--journal`` names it (a SQLite file or ``sqlite:///path``, a file-journal directory
+or ``file:///dir``, a ``postgresql://`` URL, ``memory:``) or taken from a manifest (its only journal).
+
+The rule: a journal kept on this machine that does not exist is refused with ``ERR_JOURNAL_NOT_FOUND`` —
+never created — unless the caller creates runs (``create=True``: ``telo.load(journal=…)``, whose ``start``
+admits runs, and a manifest's own journal when ``telo run``/``telo schedule``/``telo worker`` start it).
+Every command that only reads runs or operates on existing ones (``status``, ``result``, ``deliver``,
+``cancel``, ``resume``, ``resolve``, ``runs …``, ``restore``, ``fork``, ``telo ui``) opens with
+``create=False``: a mistyped path answering "no runs" from a fresh empty journal would be the wrong answer.
+A PostgreSQL URL and ``memory:`` are not checked: a server has no path to test, a memory journal no past.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from telo.clock import Clock
+from telo.errors import TeloError
+from telo.journal import open_store
+from telo.journal.store import Store
+from telo.kinds.journals import Journal
+
+NOT_FOUND = "ERR_JOURNAL_NOT_FOUND"
+
+
+def local_path(name: str) -> str | None:
+    """The file or directory a journal name points to on this machine, or None (a server, memory)."""
+    if name in ("memory:", "memory://") or name.startswith(("postgresql://", "postgres://")):
+        return None
+    for scheme in ("sqlite://", "file://"):
+        if name.startswith(scheme):
+            return name.removeprefix(scheme)
+    return name
+
+
+def journal_not_found(name: str) -> TeloError:
+    return TeloError(NOT_FOUND, f"there is no journal at {name!r}",
+                     hint="pass an existing SQLite file, file-journal directory or postgresql:// URL, "
+                     "or --manifest FILE to use the manifest's journal", data={"journal": name})
+
+
+def require_exists(name: str, path: str | None) -> None:
+    if path is not None and not os.path.exists(path):
+        raise journal_not_found(name)
+
+
+def open_journal(name: str, *, create: bool = False, clock: Clock | None = None) -> Store:
+    """The journal ``name`` names; see the module docstring for when a missing one is refused."""
+    if not create:
+        require_exists(name, local_path(name))
+    return open_store(name) if clock is None else open_store(name, clock=clock)
+
+
+def only_journal(journals: Iterable[Journal], where: str, hint: str) -> Journal:
+    """The one journal resource of an application (``ERR_JOURNAL_AMBIGUOUS`` for none or several)."""
+    found = list(journals)
+    if len(found) != 1:
+        raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"{where} declares {len(found)} journals", hint=hint)
+    return found[0]
+
+
+def open_manifest_journal(manifest: str, *, create: bool = False) -> Store:
+    """The store of the only journal ``manifest`` declares, opened without starting anything else."""
+    from telo.kinds.controllers import load_application
+
+    app = load_application(manifest)
+    app.create_resources()
+    journal = only_journal((r for r in app.resources.values() if isinstance(r, Journal)), manifest,
+                           "name the journal with --journal")
+    if not create:
+        path = journal.local_path()
+        require_exists(path or manifest, path)
+    return journal.open()
+
+
+def open_named(journal: str | None, manifest: str | None) -> Store:
+    """What a read or operate command opens: ``journal`` if named, else ``manifest``'s journal; neither is
+    created. Raises ``ERR_JOURNAL_REQUIRED`` when neither is given."""
+    if journal:
+        return open_journal(journal)
+    if manifest:
+        return open_manifest_journal(manifest)
+    raise TeloError("ERR_JOURNAL_REQUIRED", "no journal named",
+                    hint="name a journal with --journal PATH-or-URL, or --manifest FILE")

@@ -1,0 +1,105 @@
+"""Reading runs: one run's status (record, unconfirmed effects, epoch), its result, a page of runs, its journal
+events and checkpoints. Synchronous (stores block and are thread-safe); :func:`wait_settled` is the one
+coroutine, for callers that wait for a run to settle.
+
+The CLI (``telo status|result|runs …``), the Python API (``status``, ``result``, ``checkpoints``) and the
+dashboard read through these, so they answer the same question the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from telo.clock import SYSTEM_CLOCK
+from telo.durable.operator import UnconfirmedEffect, is_held, require_run, unconfirmed_effects
+from telo.errors import TeloError
+from telo.journal import eventlog
+from telo.journal.eventlog import Checkpoint, Event
+from telo.journal.model import RunFilter, RunPage, RunRecord
+from telo.journal.store import Store
+
+POLL_S = 0.1  # how often a wait for a run to settle reads its record again
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run's record and what its log adds: the unconfirmed-effect resolutions (settled or not), its epoch
+    (restores start a new one) and how many entries its state holds. ``log_error`` is why the log did not
+    read, when the view was asked for leniently (then the log-derived members are empty)."""
+
+    record: RunRecord
+    unconfirmed: tuple[UnconfirmedEffect, ...] = ()
+    epoch: int | None = None
+    entries: int | None = None
+    log_error: TeloError | None = None
+
+    @property
+    def run(self) -> str:
+        return self.record.run
+
+    @property
+    def held(self) -> bool:
+        """Parked because its manifest changed: only a forced resume continues it."""
+        return is_held(self.record)
+
+
+def status(store: Store, run: str, *, lenient: bool = False) -> RunView:
+    """The run's record and log summary; ``ERR_DURABLE_RUN_NOT_FOUND`` for an unknown run. A log that does not
+    read raises, unless ``lenient`` (a dashboard still shows the record of a run it cannot fully read)."""
+    record = require_run(store, run)
+    try:
+        state = eventlog.recover(store, run)
+    except TeloError as exc:
+        if not lenient:
+            raise
+        return RunView(record, log_error=exc)
+    return RunView(state.record or record, unconfirmed_effects(state), state.epoch, len(state.entries))
+
+
+def read_record(store: Store, run: str) -> RunRecord:
+    """The run's record (``ERR_DURABLE_RUN_NOT_FOUND`` for an unknown run)."""
+    return require_run(store, run)
+
+
+async def wait_settled(store: Store, run: str, seconds: float | None, *, poll_s: float = POLL_S) -> RunRecord:
+    """The run's record once it settles, or as it is when ``seconds`` have passed (None or 0: at once)."""
+    deadline = SYSTEM_CLOCK.monotonic() + (seconds or 0)
+    while True:
+        record = await asyncio.to_thread(require_run, store, run)
+        if record.terminal or SYSTEM_CLOCK.monotonic() >= deadline:
+            return record
+        await asyncio.sleep(poll_s)
+
+
+def list_runs(store: Store, flt: RunFilter) -> RunPage:
+    """One page of runs, newest first (``flt.after`` is the previous page's ``next``)."""
+    return store.list_runs(flt)
+
+
+def events(store: Store, run: str) -> tuple[RunRecord, list[Event]]:
+    """The run's record and its journal in log order (``ERR_DURABLE_RUN_NOT_FOUND`` for an unknown run)."""
+    record = require_run(store, run)
+    return record, list(eventlog.events(store, run))
+
+
+def checkpoints(store: Store, run: str) -> list[Checkpoint]:
+    """The states the run can be restored to or forked from (its start, each step, each snapshot)."""
+    return eventlog.checkpoints(store, run)
+
+
+def resolve_checkpoint(store: Store, run: str, checkpoint: int | str | Checkpoint) -> int:
+    """A checkpoint's seq: given as a seq (int or digits), a :class:`Checkpoint`, or a step path (its newest
+    checkpoint there, in any epoch; ``ERR_CHECKPOINT_NOT_FOUND`` if the run has none there)."""
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint.seq
+    if isinstance(checkpoint, int):
+        return checkpoint
+    if checkpoint.isdigit():
+        return int(checkpoint)
+    found = [c.seq for c in eventlog.checkpoints(store, run) if c.path == checkpoint]
+    if not found:
+        raise TeloError("ERR_CHECKPOINT_NOT_FOUND", f"run {run!r} has no checkpoint at {checkpoint!r}",
+                        hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their "
+                        "seq numbers or paths", data={"run": run, "checkpoint": checkpoint})
+    return max(found)

@@ -1,0 +1,59 @@
+"""Starting runs: finding a workflow by name, and admitting a scheduled run (``telo schedule``).
+
+Starting and attaching to a run that executes at once goes through the workflow's own dispatch (a
+``Workflow`` resource admits, claims and executes, reference §6), which ``telo run`` reaches through a
+manifest's targets and the Python API's ``start`` directly; both name the workflow through
+:func:`find_workflow`, so an unknown name is the same error everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from telo.errors import TeloError
+from telo.journal.model import Admission
+from telo.kinds.workflow import Workflow
+from telo.runtime.app import Application
+
+NOT_FOUND = "ERR_WORKFLOW_NOT_FOUND"
+
+
+def find_workflow(app: Application, name: str) -> Workflow:
+    """The durable workflow resource ``name`` of ``app`` (``ERR_WORKFLOW_NOT_FOUND``, naming the ones it has)."""
+    resource = app.resources.get(name)
+    if isinstance(resource, Workflow):
+        return resource
+    names = sorted(n for n, r in app.resources.items() if isinstance(r, Workflow))
+    raise TeloError(NOT_FOUND, f"{name!r} is not a durable workflow of {app.manifest.source}",
+                    hint=f"its workflows: {', '.join(names) or 'none'}", data={"resource": name})
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """What :func:`schedule` did: ``scheduled`` is false when the run id already exists (``status`` is that
+    run's)."""
+
+    run: str
+    scheduled: bool
+    workflow: str
+    status: str
+    due_at: int | None = None
+
+
+async def schedule(app: Application, workflow: str, inputs: Mapping[str, Any], run_id: str | None,
+                   due_ms: int) -> Scheduled:
+    """Admit a ``scheduled`` run of ``workflow`` due at ``due_ms``, as ``Local.Schedule`` does, with the
+    workflow's run-id rule and manifest digest; nothing executes here (a worker starts it when due).
+    ``app`` must be started."""
+    wf = find_workflow(app, workflow)
+    run = run_id or wf.run_id_for(dict(inputs))
+    digest = wf.body.digest
+    result = await asyncio.to_thread(wf.journal.store.admit, Admission.of(
+        run, status="scheduled", due_at=due_ms, inputs=dict(inputs), workflow=wf.name,
+        manifest_digest=digest.value if digest else None, digest_scope=digest.scope if digest else None))
+    if not result.admitted:
+        return Scheduled(run, False, wf.name, result.record.status)
+    return Scheduled(run, True, wf.name, "scheduled", due_ms)
