@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from telo.clock import SYSTEM_CLOCK, Clock, SystemClock
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, Parked, RunRecord
 from telo.manifest import Manifest, Pos, ResourceDecl, load_manifest
@@ -175,7 +175,7 @@ class JournalEntry:
 def _error(raw: Mapping[str, Any] | None) -> RunError | None:
     if not raw:
         return None
-    return RunError(str(raw.get("code") or "ERR_DURABLE_RUN_FAILED"), str(raw.get("message") or ""))
+    return RunError(str(raw.get("code") or Code.DURABLE_RUN_FAILED), str(raw.get("message") or ""))
 
 
 def _result(record: RunRecord) -> RunResult:
@@ -204,7 +204,7 @@ def _seq(checkpoint: int | Checkpoint) -> int:
 
 
 def _not_found(run: str) -> TeloError:
-    return TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
+    return TeloError(Code.DURABLE_RUN_NOT_FOUND, f"no run {run!r} in this journal",
                      hint="list the journal's runs with `telo runs list`", data={"run": run})
 
 
@@ -341,7 +341,7 @@ class AsyncApp:
         journals = [d for d in self.manifest.resources.values()
                     if conforms(d.spec, "DurableLocal.Journal", self.manifest.canonical_kinds)]
         if len(journals) != 1:
-            raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"workflow {doc.get('metadata')}: the manifest declares "
+            raise TeloError(Code.JOURNAL_AMBIGUOUS, f"workflow {doc.get('metadata')}: the manifest declares "
                             f"{len(journals)} journals", hint="name one with journal=")
         out = Document({**doc, "journal": Ref(journals[0].name, None, journals[0].pos)})
         out.__telo_pos__ = getattr(doc, "__telo_pos__", None)
@@ -351,7 +351,7 @@ class AsyncApp:
 
     async def _ready(self) -> None:
         if self._closed:
-            raise TeloError("ERR_APP_CLOSED", "this App is closed", hint="load the manifest again")
+            raise TeloError(Code.APP_CLOSED, "this App is closed", hint="load the manifest again")
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
@@ -373,7 +373,7 @@ class AsyncApp:
             if factory is None:
                 if decl.spec.capability in ("type", "abstract"):
                     continue
-                raise TeloError("ERR_KIND_NOT_IMPLEMENTED", f"{decl.pos}: kind {decl.kind} is not implemented")
+                raise TeloError(Code.KIND_NOT_IMPLEMENTED, f"{decl.pos}: kind {decl.kind} is not implemented")
             app.decls[decl.name] = decl
             app.resources[decl.name] = resource = factory(app, decl.name, decl.config, decl.module)
             created.append(resource)
@@ -423,7 +423,7 @@ class AsyncApp:
 
         journals = [r for r in self.application.resources.values() if isinstance(r, Journal)]
         if len(journals) != 1:
-            raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"{self.manifest.source} declares {len(journals)} journals",
+            raise TeloError(Code.JOURNAL_AMBIGUOUS, f"{self.manifest.source} declares {len(journals)} journals",
                             hint="name the journal with telo.load(..., journal=PATH-or-URL)")
         return journals[0].store
 
@@ -439,7 +439,7 @@ class AsyncApp:
         resource = self.application.resources.get(name)
         if not isinstance(resource, Workflow):
             names = sorted(n for n, r in self.application.resources.items() if isinstance(r, Workflow))
-            raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{name!r} is not a durable workflow of this manifest",
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{name!r} is not a durable workflow of this manifest",
                             hint=f"its workflows: {', '.join(names) or 'none'}", data={"resource": name})
         return resource
 
@@ -529,7 +529,7 @@ class AsyncApp:
             except TeloError as exc:
                 run = known or exc.data.get("run")
                 record = await asyncio.to_thread(self._store().read_run, run) if isinstance(run, str) else None
-                if exc.code != "ERR_DURABLE_RUN_EXISTS" and record is not None and record.status == "failed":
+                if exc.code != Code.DURABLE_RUN_EXISTS and record is not None and record.status == "failed":
                     return RunRef(record.run, wf.name, False, "failed")  # attached to a failed run
                 raise
         run = str(out["runId"])
@@ -605,7 +605,7 @@ class AsyncApp:
             return
         schema = schema_of(self.application, target.config.get("outputType"))
         if schema is not None:
-            SchemaValidator(schema, "ERR_DURABLE_PAYLOAD_INVALID").validate(
+            SchemaValidator(schema, Code.DURABLE_PAYLOAD_INVALID).validate(
                 payload, where=f"the payload delivered to {token!r}")
 
     async def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
@@ -734,7 +734,7 @@ class App:
             raise RuntimeError("a sync telo.App method was called from its own event loop; use app.aio")
         if self._closed:
             coro.close()
-            raise TeloError("ERR_APP_CLOSED", "this App is closed", hint="load the manifest again")
+            raise TeloError(Code.APP_CLOSED, "this App is closed", hint="load the manifest again")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, is_typeddict
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.runtime.resource import Resource
 
 if TYPE_CHECKING:
@@ -163,8 +163,8 @@ class FunctionKind(Resource):
         self.on_unconfirmed = config.get("onUnconfirmed") or definition.on_unconfirmed
         d = definition
         if d.inputs is not None or d.outputs is not None:
-            self.contract = Contract(SchemaValidator(d.inputs, "ERR_INPUT_INVALID") if d.inputs is not None else None,
-                                     SchemaValidator(d.outputs, "ERR_OUTPUT_INVALID") if d.outputs is not None
+            self.contract = Contract(SchemaValidator(d.inputs, Code.INPUT_INVALID) if d.inputs is not None else None,
+                                     SchemaValidator(d.outputs, Code.OUTPUT_INVALID) if d.outputs is not None
                                      else None)
         self._with_context = accepts_context(d.fn)
         self._is_async = inspect.iscoroutinefunction(d.fn)
@@ -285,6 +285,6 @@ def _abc(name: str) -> Any:
 def require_kind(obj: Any) -> KindDef:
     found = definition_of(obj)
     if found is None:
-        raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{obj!r} is not a kind made with @telo.kind",
+        raise TeloError(Code.RESOURCE_NOT_FOUND, f"{obj!r} is not a kind made with @telo.kind",
                         hint="decorate the function with @telo.kind('Module.Kind')")
     return found

@@ -35,6 +35,8 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from telo.errors import Code
+
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
@@ -264,7 +266,7 @@ class _OtelRunSpan:
         span.set_attribute("durable.steps.replayed", execution.replayed_steps)
         span.set_attribute("durable.collapsed_regions", execution.collapsed_regions)
         if execution.status == "failed":
-            code = str((execution.error or {}).get("code") or "ERR_DURABLE_RUN_FAILED")
+            code = str((execution.error or {}).get("code") or Code.DURABLE_RUN_FAILED)
             span.set_attribute("error.type", code)
             span.set_status(Status(StatusCode.ERROR, code))
 

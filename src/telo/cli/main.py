@@ -9,14 +9,14 @@ from typing import Any
 import click
 
 from telo import __version__
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and what it ran failed (a run failed, an assertion did not hold)
 EXIT_USAGE = 2  # click's own exit code for bad arguments
 EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, a busy run ...
 # "The thing is not there" answers exit 1 on every command, like a failed outcome (docs/cli.md).
-NOT_THERE = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND"})
+NOT_THERE = frozenset({Code.DURABLE_RUN_NOT_FOUND, Code.CHECKPOINT_NOT_FOUND, Code.JOURNAL_NOT_FOUND})
 
 
 # `telo run` and `telo worker`: how long a SIGTERM/SIGINT lets running effects finish (telo.durable.shutdown).

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, RunRecord
 
 
@@ -30,7 +30,7 @@ def open_journal(journal: str | None, manifest: str | None) -> Any:
 
         journals = [r for r in app.resources.values() if isinstance(r, Journal)]
         if len(journals) != 1:
-            raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"{manifest} declares {len(journals)} journals",
+            raise TeloError(Code.JOURNAL_AMBIGUOUS, f"{manifest} declares {len(journals)} journals",
                             hint="name the journal with --journal")
         return journals[0].open()
     raise click.UsageError("name a journal with --journal PATH-or-URL, or --manifest FILE")
@@ -83,7 +83,7 @@ def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
     if record.error:
         out["error"] = dict(record.error)
     if record.corrupt is not None:
-        out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
+        out["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     if record.terminal:
         result = record.decoded_result()
         if result is not NO_VALUE:
@@ -98,7 +98,7 @@ def status_view(record: RunRecord, store: Any = None) -> dict[str, Any]:
 def _require(store: Any, run: str) -> RunRecord:
     record: RunRecord | None = store.read_run(run)
     if record is None:
-        raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
+        raise TeloError(Code.DURABLE_RUN_NOT_FOUND, f"no run {run!r} in this journal",
                         hint="list the journal's runs with `telo runs list`")
     return record
 
@@ -151,7 +151,7 @@ def deliver_command(token: str, payload: str, journal: str | None, manifest: str
     try:
         value = from_plain(json.loads(payload), {})
     except ValueError as exc:
-        raise TeloError("ERR_DURABLE_PAYLOAD_INVALID", f"--payload is not JSON: {exc}",
+        raise TeloError(Code.DURABLE_PAYLOAD_INVALID, f"--payload is not JSON: {exc}",
                         hint='pass JSON, e.g. --payload \'{"approvedBy":"ada"}\'') from exc
     with open_journal(journal, manifest) as store:
         result = deliver(store, token, value)

@@ -24,7 +24,7 @@ import click
 from telo import paths
 from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli
 from telo.cli.runs_cmds import journal_option, json_option, manifest_option, open_journal, unconfirmed_report
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, STATUSES, Entry, RunFilter, RunRecord
 
 NONE_SHOWN = "—"  # what a human table shows for "no value" (JSON omits the member instead)
@@ -32,8 +32,8 @@ VALUE_WIDTH = 100  # a value longer than this is cut in human output (`--json` a
 
 # Looking up something that is not there is "not found" (exit 1), like a delivery nobody waited for; every
 # other refusal (a busy run, a bad cursor, an unreadable journal) is telo refusing (exit 3).
-NOT_FOUND_CODES = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND",
-                             "ERR_WORKFLOW_NOT_FOUND"})
+NOT_FOUND_CODES = frozenset({Code.DURABLE_RUN_NOT_FOUND, Code.CHECKPOINT_NOT_FOUND, Code.JOURNAL_NOT_FOUND,
+                             Code.WORKFLOW_NOT_FOUND})
 
 
 # --- plumbing ---------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def open_store(journal: str | None, manifest: str | None) -> Any:
     rather than created, since a read command creating an empty journal at a mistyped path would answer
     "no runs" for the wrong reason."""
     if journal and "://" not in journal and journal != "memory:" and not os.path.exists(journal):
-        raise TeloError("ERR_JOURNAL_NOT_FOUND", f"there is no journal at {journal!r}",
+        raise TeloError(Code.JOURNAL_NOT_FOUND, f"there is no journal at {journal!r}",
                         hint="pass an existing SQLite file, file-journal directory or postgresql:// URL, "
                         "or --manifest FILE to use the manifest's journal")
     return open_journal(journal, manifest)
@@ -65,7 +65,7 @@ def open_store(journal: str | None, manifest: str | None) -> Any:
 def require_run(store: Any, run: str) -> RunRecord:
     record: RunRecord | None = store.read_run(run)
     if record is None:
-        raise TeloError("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
+        raise TeloError(Code.DURABLE_RUN_NOT_FOUND, f"no run {run!r} in this journal",
                         hint="list the journal's runs with `telo runs list`", data={"run": run})
     return record
 
@@ -166,13 +166,13 @@ def list_row(record: RunRecord) -> dict[str, Any]:
     if record.error:
         row["error"] = {"code": record.error.get("code"), "message": record.error.get("message")}
     if record.corrupt is not None:
-        row["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
+        row["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     return {k: v for k, v in row.items() if v is not None}
 
 
 def list_detail(record: RunRecord) -> str:
     if record.corrupt is not None:
-        return f"ERR_DURABLE_JOURNAL_CORRUPT: {record.corrupt}"
+        return f"{Code.DURABLE_JOURNAL_CORRUPT}: {record.corrupt}"
     if record.parked is not None:
         waiting = f" waiting for {record.parked.token}" if record.parked.token else ""
         return f"parked at {record.parked.path}{waiting}"
@@ -465,7 +465,7 @@ def resolve_checkpoint(store: Any, run: str, checkpoint: str) -> int:
         return int(checkpoint)
     found = [c.seq for c in eventlog.checkpoints(store, run) if c.path == checkpoint]
     if not found:
-        raise TeloError("ERR_CHECKPOINT_NOT_FOUND", f"run {run!r} has no checkpoint at {checkpoint!r}",
+        raise TeloError(Code.CHECKPOINT_NOT_FOUND, f"run {run!r} has no checkpoint at {checkpoint!r}",
                         hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their "
                         "seq numbers or paths", data={"run": run, "checkpoint": checkpoint})
     return max(found)
@@ -539,7 +539,7 @@ def due_time(after: str | None, at: str | None, now_ms: int) -> int:
     if after is not None:
         return now_ms + duration_ms(after, "--after")
     assert at is not None
-    return instant_ms(int(at) if at.isdigit() else at, "ERR_DURABLE_SCHEDULE_INVALID", "--at")
+    return instant_ms(int(at) if at.isdigit() else at, Code.DURABLE_SCHEDULE_INVALID, "--at")
 
 
 async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any], run_id: str | None,
@@ -556,7 +556,7 @@ async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any
         wf = app.resources.get(workflow)
         if not isinstance(wf, Workflow):
             names = sorted(n for n, r in app.resources.items() if isinstance(r, Workflow))
-            raise TeloError("ERR_WORKFLOW_NOT_FOUND", f"{manifest} declares no durable workflow {workflow!r}",
+            raise TeloError(Code.WORKFLOW_NOT_FOUND, f"{manifest} declares no durable workflow {workflow!r}",
                             hint=f"its workflows: {', '.join(names) or 'none'}")
         run = run_id or wf.run_id_for(dict(inputs))
         digest = wf.body.digest

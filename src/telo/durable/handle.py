@@ -20,15 +20,13 @@ from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.durable import effects, failures, shutdown, unconfirmed
 from telo.durable.aio import AsyncStore
-from telo.durable.halting import RUN_CANCELLED, RunCancelled, halts
+from telo.durable.halting import RunCancelled, halts
 from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.handle import Execute
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
 from telo.errors import (
-    ERR_DURABLE_UNJOURNALABLE_VALUE,
-    ERR_JOURNAL_ENTRY_MISMATCH,
     JournalEntryMismatch,
     TeloError,
     TypedFrameUnencodable,
@@ -124,7 +122,6 @@ class LocalRunHandle:
             return make(self._storage(path))
         except TypedFrameUnencodable as exc:
             raise UnjournalableValue(
-                ERR_DURABLE_UNJOURNALABLE_VALUE,
                 f"the value produced at {path!r} of run {self.run_id!r} cannot be journaled: {exc.message}",
                 hint="return CEL values only (null, bool, int, double, string, bytes, list, map, timestamp, "
                 "duration, Telo.Url); convert objects to maps",
@@ -233,7 +230,6 @@ class LocalRunHandle:
         if existing is not None:
             if existing.target is not None and target is not None and not targets_match(existing.target, target):
                 raise JournalEntryMismatch(
-                    ERR_JOURNAL_ENTRY_MISMATCH,
                     f"replay of run {self.run_id!r} reached {_describe(target)} at {path!r}, but the journal "
                     f"records {_describe(existing.target)} there",
                     hint="the manifest changed under a live run; restore the previous manifest, or fork/restore "
@@ -452,7 +448,7 @@ class LocalRunHandle:
 
     def check_cancelled(self) -> None:
         if self._cancelled:
-            raise RunCancelled(RUN_CANCELLED, f"run {self.run_id!r} was cancelled",
+            raise RunCancelled(f"run {self.run_id!r} was cancelled",
                                data={"run": self.run_id})
 
     async def check_cancelled_async(self) -> None:

@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from telo import faults
 from telo.clock import Clock
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence, fence_refused, renew_every_ms
 from telo.journal.store import Store
 
@@ -68,7 +68,7 @@ class Renewal:
             except TeloError as exc:
                 # Inside a Sql.Transaction on the journal's own SQLite database nothing can be renewed until it
                 # ends; its writes are fenced inside it, so they check the claim themselves.
-                if exc.code != "ERR_JOURNAL_IN_TRANSACTION":
+                if exc.code != Code.JOURNAL_IN_TRANSACTION:
                     raise
         if self.lost is not None:
             raise self.lost

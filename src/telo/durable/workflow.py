@@ -31,7 +31,7 @@ from telo.durable.journals import Journal
 from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, TeloError
+from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission
 from telo.runtime.resource import Resource
@@ -44,7 +44,7 @@ log = logging.getLogger("telo.durable")
 # How often a process waiting in-process for a time park re-reads the run (to notice a cancel or a resume).
 PARKED_RECHECK_MS = 500
 # Codes of a run whose journal or record this process cannot read: a resumer skips it (Resumer._skip).
-_UNREADABLE = frozenset({"ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
+_UNREADABLE = frozenset({Code.DURABLE_ENTRY_UNDECODABLE, Code.DURABLE_JOURNAL_CORRUPT})
 
 
 def default_run_id(name: str) -> str:
@@ -117,7 +117,7 @@ class Workflow(Resource):
             return default_run_id(self.name)
         run_id = self.run_id_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
         if not isinstance(run_id, str) or not run_id:
-            raise TeloError("ERR_DURABLE_RUN_ID_INVALID", f"{self.run_id_ev.where}: runId must be a non-empty string, "
+            raise TeloError(Code.DURABLE_RUN_ID_INVALID, f"{self.run_id_ev.where}: runId must be a non-empty string, "
                             f"got {run_id!r}", data={"workflow": self.name})
         return run_id
 
@@ -147,7 +147,7 @@ class Workflow(Resource):
                 body.cancel()
                 raise
             if not (await queued).admitted:
-                raise TeloError("ERR_DURABLE_RUN_EXISTS", f"run {run!r}, a freshly generated id, already exists",
+                raise TeloError(Code.DURABLE_RUN_EXISTS, f"run {run!r}, a freshly generated id, already exists",
                                 data={"run": run})
             faults.point("after-admit")
             return {"runId": run, "started": True, "status": "running"}
@@ -155,7 +155,7 @@ class Workflow(Resource):
         if not admitted.admitted:
             record = admitted.record
             if self.on_conflict == "reject":
-                raise InvokeError("ERR_DURABLE_RUN_EXISTS", f"run {run!r} already exists ({record.status})",
+                raise InvokeError(Code.DURABLE_RUN_EXISTS, f"run {run!r} already exists ({record.status})",
                                   hint="use onConflict: attach to attach to it", data={"run": run,
                                                                                        "status": record.status})
             if record.status == "completed":
@@ -166,7 +166,7 @@ class Workflow(Resource):
                 return out
             if record.status == "failed":
                 error = dict(record.error or {})
-                raise InvokeError(error.get("code") or "ERR_DURABLE_RUN_FAILED",
+                raise InvokeError(error.get("code") or Code.DURABLE_RUN_FAILED,
                                   error.get("message") or f"run {run!r} failed", data={"run": run})
             if record.status in ("cancelled", "scheduled") or run in self.active:
                 return {"runId": run, "attached": True, "status": record.status}

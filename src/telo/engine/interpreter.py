@@ -36,15 +36,15 @@ from telo.engine.steps import (
 )
 from telo.engine.suspend import ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import NO_SUSPEND
-from telo.errors import ERR_DUPLICATE_STEP_NAME, PredicateNotBoolean, SuspendForbidden, TeloError
+from telo.errors import ERR_DUPLICATE_STEP_NAME, Code, PredicateNotBoolean, SuspendForbidden, TeloError
 from telo.journal.model import NO_VALUE
 
 SUSPENDING_BACKOFF_MS = 30_000
 # Codes a retry policy never retries (reference §3 "Retry"): contract and resolution failures.
 NEVER_RETRIED = frozenset({
-    "ERR_INPUT_INVALID", "ERR_OUTPUT_INVALID", "ERR_CONTRACT_UNRESOLVABLE", "ERR_SCHEMA_PROJECTION_UNRESOLVED",
-    "ERR_RESOURCE_NOT_FOUND", "ERR_RESOURCE_NOT_INVOKABLE", "ERR_INVOKE_CANCELLED", "ERR_PREDICATE_NOT_BOOLEAN",
-    "ERR_DURABLE_SUSPEND_FORBIDDEN", "ERR_JOURNAL_ENTRY_MISMATCH", "ERR_DURABLE_UNJOURNALABLE_VALUE",
+    Code.INPUT_INVALID, Code.OUTPUT_INVALID, Code.CONTRACT_UNRESOLVABLE, Code.SCHEMA_PROJECTION_UNRESOLVED,
+    Code.RESOURCE_NOT_FOUND, Code.RESOURCE_NOT_INVOKABLE, Code.INVOKE_CANCELLED, Code.PREDICATE_NOT_BOOLEAN,
+    Code.DURABLE_SUSPEND_FORBIDDEN, Code.JOURNAL_ENTRY_MISMATCH, Code.DURABLE_UNJOURNALABLE_VALUE,
 })
 
 
@@ -145,7 +145,6 @@ def predicate(ev: Evaluable, scope: Mapping[str, Any], site: str) -> bool:
     v = ev.evaluate(scope)
     if type(v) is not bool:
         raise PredicateNotBoolean(
-            "ERR_PREDICATE_NOT_BOOLEAN",
             f"{ev.where}: the {site} predicate must produce a boolean, but produced {describe_value(v)}",
             hint="compare explicitly, e.g. `x == 'yes'` or `size(items) > 0`; predicates are never read by truthiness",
             data={"site": ev.where, "produced": type_name(v)},
@@ -215,7 +214,6 @@ def suspend_allowed(resource: str) -> None:
     for zone in reversed(current().zones):
         if zone.has(NO_SUSPEND):
             raise SuspendForbidden(
-                "ERR_DURABLE_SUSPEND_FORBIDDEN",
                 f"{resource!r} would park inside {zone.kind} {zone.resource or ''}, which forbids suspending: "
                 f"{zone.reason(NO_SUSPEND)}".replace("  ", " "),
                 hint="move the wait or the long retry outside the region, or shorten the backoff below 30 s",
@@ -251,7 +249,7 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
                     return await asyncio.wait_for(call, step.timeout_ms / 1000)
                 except TimeoutError:
                     raise InvokeError(
-                        "ERR_STEP_TIMEOUT",
+                        Code.STEP_TIMEOUT,
                         f"{step.where}: attempt {k + 1} did not finish within {step.timeout_ms:g} ms",
                         data={"step": step.name, "timeout": step.timeout_ms},
                     ) from None
@@ -338,19 +336,19 @@ async def _switch(step: SwitchStep, scope: dict[str, Any], sv: Services, path: s
     elif step.default is not None:
         await run_steps(step.default, scope, sv, paths.default_body(path))
     else:
-        raise TeloError("INTERNAL_ERROR", f"{step.where}: no matching case for {key!r} and no default",
+        raise TeloError(Code.INTERNAL, f"{step.where}: no matching case for {key!r} and no default",
                         hint="add a `default:` branch", data={"step": step.name, "key": key})
 
 
 def error_shape(exc: BaseException, step: str) -> dict[str, Any]:
     """The ``error`` a catch or finally sees: ``{code, message, data?, step}`` (reference §2)."""
     if isinstance(exc, TeloError):
-        code = exc.code or "INTERNAL_ERROR"
+        code = exc.code or Code.INTERNAL
         shape: dict[str, Any] = {"code": code, "message": exc.message or code, "step": step}
         if exc.data:
             shape["data"] = exc.data
         return shape
-    return {"code": "INTERNAL_ERROR", "message": str(exc) or type(exc).__name__, "step": step}
+    return {"code": Code.INTERNAL.value, "message": str(exc) or type(exc).__name__, "step": step}
 
 
 async def _try(step: TryStep, scope: dict[str, Any], sv: Services, path: str) -> None:
@@ -403,7 +401,7 @@ def _throw(step: ThrowStep, scope: Mapping[str, Any]) -> None:
     spec = step.error.evaluate(scope)
     code = spec.get("code") if isinstance(spec, Mapping) else None
     if not isinstance(code, str) or not code:
-        raise TeloError("INVALID_THROW_STEP", f"{step.where}: `throw.code` must be a non-empty string, got "
+        raise TeloError(Code.THROW_STEP_INVALID, f"{step.where}: `throw.code` must be a non-empty string, got "
                         f"{describe_value(code)}", hint="write e.g. `throw: {code: ERR_OUT_OF_STOCK, message: …}`")
     message = spec.get("message") if isinstance(spec, Mapping) else None
     data = spec.get("data") if isinstance(spec, Mapping) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from telo.errors import ERR_DURABLE_SUSPENDED
+from telo.errors import ERR_DURABLE_SUSPENDED, Code
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,4 +70,4 @@ class ExecutionHalted(BaseException):
 
     @property
     def code(self) -> str:
-        return str(getattr(self.cause, "code", "INTERNAL_ERROR"))
+        return str(getattr(self.cause, "code", Code.INTERNAL))

@@ -11,7 +11,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal import cancels, paging, rules
 from telo.journal.claims import Fence
 from telo.journal.model import (
@@ -32,7 +32,7 @@ _RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}
 
 def unknown_run(run: str) -> JournalError:
     return JournalError(
-        "ERR_DURABLE_RUN_NOT_FOUND",
+        Code.DURABLE_RUN_NOT_FOUND,
         f"no run {run!r} in this journal",
         hint="list the journal's runs with `telo runs list`",
         data={"run": run},

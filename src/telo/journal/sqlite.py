@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal import cancels, paging
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence, holder_is_dead
@@ -172,7 +172,7 @@ class SqliteStore(Store):
         """A run-lifecycle write: always through the writer, never inside an ambient transaction."""
         if self._ambient() is not None:
             raise JournalError(
-                "ERR_JOURNAL_IN_TRANSACTION",
+                Code.JOURNAL_IN_TRANSACTION,
                 f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
                 "their own, and SQLite's one write lock is held by that transaction",
                 hint="make the call before the transaction opens or after it ends",
@@ -565,7 +565,7 @@ class SqliteStore(Store):
 
 def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:
     return JournalError(
-        "ERR_JOURNAL_WRITE_FAILED",
+        Code.JOURNAL_WRITE_FAILED,
         f"the SQLite journal could not {what} a transaction: {exc}",
         hint="check the disk (space, permissions) and whether another process holds the journal locked "
         "for longer than the busy timeout",

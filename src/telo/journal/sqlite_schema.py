@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.errors import Code, JournalCorrupt, JournalError
 from telo.journal.columns import json_column
 from telo.journal.integrity import verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
@@ -154,7 +154,7 @@ class Sql:
     def for_prefix(cls, prefix: str) -> Sql:
         if not _NAME.fullmatch(prefix):
             raise JournalError(
-                "ERR_JOURNAL_CONFIG_INVALID",
+                Code.JOURNAL_CONFIG_INVALID,
                 f"the SQLite journal table prefix {prefix!r} is not a plain SQL name",
                 hint="use letters, digits and underscores, not starting with a digit "
                 "(^[A-Za-z_][A-Za-z0-9_]*$)",
@@ -344,7 +344,7 @@ def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Con
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalError(
-                "ERR_JOURNAL_CONFIG_INVALID",
+                Code.JOURNAL_CONFIG_INVALID,
                 f"the SQLite journal {path!r} cannot use write-ahead logging (journal_mode is {mode!r})",
                 hint="put the journal on a local filesystem that supports shared memory (not a network share)",
                 data={"path": path},
@@ -359,7 +359,7 @@ def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Con
 def check_options(path: str, synchronous: str) -> str:
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             f"the SQLite library is {sqlite3.sqlite_version}; the SQLite journal needs "
             f"{'.'.join(map(str, MIN_SQLITE))} or newer",
             hint="use a Python build that bundles a newer SQLite",
@@ -367,14 +367,14 @@ def check_options(path: str, synchronous: str) -> str:
     mode = synchronous.upper()
     if mode not in SYNCHRONOUS_MODES:
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_MODES)}",
             hint="FULL (the default) makes every acknowledged append survive a power loss",
             data={"synchronous": synchronous},
         )
     if path == ":memory:" or path.startswith("file::memory:") or path == "":
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             "the SQLite journal needs a file: an in-memory SQLite database is private to one connection",
             hint="use the memory: journal for tests, or give the SQLite journal a file path",
         )
@@ -460,13 +460,12 @@ def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
             target = None
         if not isinstance(target, dict) or not all(isinstance(x, str) for x in target.values()):
             raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
                 f"journal entry {path!r} of run {run!r} has a target that is not a JSON object of strings",
                 hint="the journal was damaged; `telo runs journal` shows the run's entries, `telo cancel` stops it",
                 data={"run": run, "path": path},
             )
     if kind not in ("step", "decision"):
-        raise JournalCorrupt(ERR_DURABLE_JOURNAL_CORRUPT, f"journal entry {path!r} of run {run!r} has an unknown "
+        raise JournalCorrupt(f"journal entry {path!r} of run {run!r} has an unknown "
                              f"kind {kind!r}", data={"run": run, "path": path})
     return verify(run, Entry(path, kind, value, v, decision, target, seq), crc)
 
@@ -507,7 +506,7 @@ def _schema_version(conn: sqlite3.Connection, path: str) -> int:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
         raise JournalError(
-            "ERR_JOURNAL_SCHEMA_NEWER",
+            Code.JOURNAL_SCHEMA_NEWER,
             f"the SQLite journal {path!r} has schema version {version}; this telo knows up to {SCHEMA_VERSION}",
             hint="upgrade telo to open this journal",
             data={"path": path, "version": version},

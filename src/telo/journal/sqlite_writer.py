@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.sqlite_group import savepoint
 
 T = TypeVar("T")
@@ -110,7 +110,7 @@ _STOP: Final = object()
 
 def closed_error() -> JournalError:
     return JournalError(
-        "ERR_JOURNAL_CLOSED",
+        Code.JOURNAL_CLOSED,
         "this SQLite journal store was closed",
         hint="open a new store (or keep the store open while runs use it)",
     )
@@ -139,7 +139,7 @@ def check_process(generation: int) -> None:
     must not cross one."""
     if _Forks.generation != generation:
         raise JournalError(
-            "ERR_JOURNAL_FORKED",
+            Code.JOURNAL_FORKED,
             "this SQLite journal store was opened in a parent process and cannot be used after fork()",
             hint="open the store in the child process (or use the spawn start method)",
         )
@@ -492,7 +492,7 @@ class GroupCommitWriter:
         for op in ops:
             # one error object per caller: each thread raising it gets its own traceback
             err = JournalError(
-                "ERR_JOURNAL_WRITE_FAILED",
+                Code.JOURNAL_WRITE_FAILED,
                 f"the SQLite journal could not commit a batch of {len(ops)} write(s): {exc}",
                 hint="check the disk (space, permissions) and whether another process holds the journal "
                 "locked for longer than the busy timeout",

@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from telo.errors import ManifestError
+from telo.errors import Code, ManifestError
 
 Capability = Literal["invocable", "runnable", "service", "provider", "type", "abstract"]
 CAPABILITIES: tuple[str, ...] = ("invocable", "runnable", "service", "provider", "type", "abstract")
-ERR_MANIFEST_UNKNOWN_MODULE = "ERR_MANIFEST_UNKNOWN_MODULE"
+ERR_MANIFEST_UNKNOWN_MODULE = Code.MANIFEST_UNKNOWN_MODULE
 
 
 @dataclass(frozen=True, slots=True)

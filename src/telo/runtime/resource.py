@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 from telo.engine.context import current
 from telo.engine.dispatch import Contract, Invocable
 from telo.engine.steps import Evaluable
+from telo.errors import Code
 
 if TYPE_CHECKING:
     from telo.runtime.app import Application
@@ -80,7 +81,7 @@ def as_invocable(resource: Resource) -> Invocable:
     if not resource.invocable:
         from telo.errors import TeloError
 
-        raise TeloError("ERR_RESOURCE_NOT_INVOKABLE", f"{resource.kind} {resource.name!r} cannot be invoked",
+        raise TeloError(Code.RESOURCE_NOT_INVOKABLE, f"{resource.kind} {resource.name!r} cannot be invoked",
                         hint="invoke an invocable kind (a function, a sequence, a workflow …)",
                         data={"resource": resource.name})
     return cast(Invocable, resource)

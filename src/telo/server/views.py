@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any, Final
 
 from telo import paths
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Event, EventKind
 from telo.journal.model import NO_VALUE, STATUSES, Outcome, RunFilter, RunRecord
@@ -32,7 +32,7 @@ VALUE_PREVIEW: Final = 160  # characters of a value shown inline in the timeline
 class NotFound(TeloError):
     """The run (or page) asked for is not in this journal: answered with 404."""
 
-    default_code = "ERR_DURABLE_RUN_NOT_FOUND"
+    default_code = Code.DURABLE_RUN_NOT_FOUND
 
 
 def _plain(value: Any) -> Any:
@@ -67,7 +67,7 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
     if record.error:
         out["error"] = dict(record.error)
     if record.corrupt is not None:
-        out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
+        out["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     return out
 
 
@@ -75,7 +75,7 @@ def list_runs(store: Store, *, status: str | None = None, workflow: str | None =
               limit: int = PAGE_SIZE) -> dict[str, Any]:
     """One page of runs, newest first, with the cursor of the next page (None on the last)."""
     if status is not None and status not in STATUSES:
-        raise TeloError("ERR_INVALID_VALUE", f"unknown status {status!r}", hint=f"use one of {', '.join(STATUSES)}")
+        raise TeloError(Code.INVALID_VALUE, f"unknown status {status!r}", hint=f"use one of {', '.join(STATUSES)}")
     limit = max(1, min(limit, MAX_PAGE_SIZE))
     page = store.list_runs(RunFilter(status=status, workflow=workflow or None, limit=limit, after=after or None))
     return {"runs": [run_summary(r) for r in page.runs], "next": page.next, "status": status,
@@ -102,7 +102,7 @@ def count_by_status(store: Store, *, workflow: str | None = None, cap: int = COU
 def require(store: Store, run: str) -> RunRecord:
     record = store.read_run(run)
     if record is None:
-        raise NotFound("ERR_DURABLE_RUN_NOT_FOUND", f"no run {run!r} in this journal",
+        raise NotFound(f"no run {run!r} in this journal",
                        hint="list the journal's runs on the runs page", data={"run": run})
     return record
 
