@@ -19,6 +19,9 @@ from telo.cli.main import EXIT_ERROR, EXIT_FAILED, cli, grace_option
 from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.errors import Code, TeloError
 
+# A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
+CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFEST_")} | {Code.JOURNAL_CONFIG_INVALID})
+
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
     """``--input k=v``: ``v`` is read as JSON when it is JSON (numbers, booleans, objects), else as text."""
@@ -71,8 +74,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         click.echo(f"error: {exc.code}: {exc.message}", err=True)
         if exc.hint:
             click.echo(f"hint: {exc.hint}", err=True)
-        # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
-        sys.exit(EXIT_ERROR if exc.code.startswith(("ERR_MANIFEST", "ERR_JOURNAL_CONFIG")) else EXIT_FAILED)
+        sys.exit(EXIT_ERROR if exc.code in CONFIGURATION_REFUSED else EXIT_FAILED)
     for run, error in app.failed_runs:
         click.echo(f"run {run!r} failed: {error.get('code', Code.INTERNAL)}: {error.get('message', '')}",
                    err=True)

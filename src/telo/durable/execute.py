@@ -389,6 +389,7 @@ def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
 
 async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, message: str,
                 counts: Mapping[str, Any]) -> Execution:
+    code = str(code)  # a Code member becomes the exact str the run record's value domain takes
     try:
         record = await store.complete(run, Outcome("failed", None, None, {"code": code, "message": message},
                                                    **counts), handle.fence)

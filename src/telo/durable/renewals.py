@@ -27,7 +27,7 @@ from typing import ClassVar
 from telo import faults
 from telo.clock import Clock
 from telo.errors import Code, TeloError
-from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence, fence_refused, renew_every_ms
+from telo.journal.claims import ClaimLost, Fence, fence_refused, renew_every_ms
 from telo.journal.store import Store
 
 log = logging.getLogger("telo.durable")
@@ -93,7 +93,7 @@ class Renewal:
                                   None if record is None else record.fence)
         log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.fence.holder,
                                                   "durable.fence": self.fence.token,
-                                                  "error.code": ERR_DURABLE_CLAIM_LOST})
+                                                  "error.code": Code.DURABLE_CLAIM_LOST.value})
         return False
 
 

@@ -31,7 +31,7 @@ from telo.durable.journals import Journal
 from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, Code, TeloError
+from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission
 from telo.runtime.resource import Resource
@@ -266,10 +266,9 @@ class Workflow(Resource):
         if record is not None and record.corrupt is not None:
             await store.release(run, fence)
             message = f"run {run!r} is damaged in the journal: {record.corrupt}"
-            log.error("durable.run.corrupt", extra={"durable.run": run, "error.code": ERR_DURABLE_JOURNAL_CORRUPT,
-                                                     "error.message": message})
-            return Execution(run, "running", error={"code": ERR_DURABLE_JOURNAL_CORRUPT, "message": message},
-                             record=record)
+            code = Code.DURABLE_JOURNAL_CORRUPT.value
+            log.error("durable.run.corrupt", extra={"durable.run": run, "error.code": code, "error.message": message})
+            return Execution(run, "running", error={"code": code, "message": message}, record=record)
         if record is not None and record.status in ("scheduled", "parked"):
             await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
         self.active.add(run)
@@ -388,7 +387,7 @@ class Resumer(Resource):
             return 0
         if record.corrupt is not None:  # damaged: listed and shown, never executed (RunRecord.corrupt)
             await store.release(run, fence)
-            self._skip(run, ERR_DURABLE_JOURNAL_CORRUPT, record.corrupt)
+            self._skip(run, Code.DURABLE_JOURNAL_CORRUPT.value, record.corrupt)
             return 0
         try:
             inputs = record.decoded_inputs()

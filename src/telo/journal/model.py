@@ -382,7 +382,8 @@ class Outcome:
 
     @classmethod
     def failed(cls, code: str, message: str, **counts: Any) -> Outcome:
-        return cls("failed", None, None, {"code": code, "message": message}, **counts)
+        # str(): a Code member becomes the exact str the journal's value domain takes
+        return cls("failed", None, None, {"code": str(code), "message": message}, **counts)
 
     @classmethod
     def cancelled(cls, reason: str = "cancelled") -> Outcome:

@@ -53,6 +53,10 @@ class Diagnostic:
     severity: Severity = "error"
     hint: str | None = None
 
+    def __post_init__(self) -> None:
+        # A Code member becomes the exact str: diagnostics travel in ManifestLoadError.data, plain data
+        object.__setattr__(self, "code", str(self.code))
+
     def __str__(self) -> str:
         where = f"{self.pos}: " if self.pos else ""
         tag = "" if self.severity == "error" else f"{self.severity}: "
