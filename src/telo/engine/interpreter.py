@@ -336,14 +336,16 @@ async def _switch(step: SwitchStep, scope: dict[str, Any], sv: Services, path: s
     elif step.default is not None:
         await run_steps(step.default, scope, sv, paths.default_body(path))
     else:
-        raise TeloError(Code.INTERNAL, f"{step.where}: no matching case for {key!r} and no default",
+        # The manifest's omission, not a bug in telo: the code Run.Choice raises in the same case (upstream
+        # raises a plain error here, which a catch sees as INTERNAL_ERROR; telo-reference §3 switch).
+        raise TeloError(Code.NO_MATCH, f"{step.where}: no matching case for {key!r} and no default",
                         hint="add a `default:` branch", data={"step": step.name, "key": key})
 
 
 def error_shape(exc: BaseException, step: str) -> dict[str, Any]:
     """The ``error`` a catch or finally sees: ``{code, message, data?, step}`` (reference §2)."""
     if isinstance(exc, TeloError):
-        code = exc.code or Code.INTERNAL
+        code = exc.code or Code.INTERNAL.value
         shape: dict[str, Any] = {"code": code, "message": exc.message or code, "step": step}
         if exc.data:
             shape["data"] = exc.data
