@@ -250,7 +250,7 @@ class Code(StrEnum):
     # --- codes upstream named outside the ERR_ scheme (UPSTREAM_NAMED) ---------------------------------------
     INTERNAL = ("INTERNAL_ERROR", "a bug in telo: an exception that is not a TeloError (a catch sees it so, and a "
                 "failed run whose record has no code shows it)", "report it with the message")
-    # Upstream raises exactly "INVALID_THROW_STEP" (telo-reference §2 throw, §11) and manifests test it in a
+    # Upstream raises exactly "INVALID_THROW_STEP" (telo-reference §3 throw, §11) and manifests test it in a
     # catch (tests/manifests/steps/throw_invalid.yaml), so the wire value stays; the member follows our naming.
     THROW_STEP_INVALID = ("INVALID_THROW_STEP", "a throw step's `code` is not a non-empty string",
                           "write e.g. `throw: {code: ERR_OUT_OF_STOCK, message: …}`")
