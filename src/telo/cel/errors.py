@@ -95,7 +95,7 @@ class CelCompileError(CelError):
         hint: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(ERR_CEL_COMPILE, message, hint=hint, data=data)
+        super().__init__(message, hint=hint, data=data)
 
 
 class CelEvalError(CelError):

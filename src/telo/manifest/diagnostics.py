@@ -88,6 +88,8 @@ class ManifestLoadError(ManifestError):
     message lists every error as ``file:line:col: CODE message``, one per line.
     """
 
+    default_code = Code.MANIFEST_VALIDATION_FAILED
+
     def __init__(self, source: str, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics: list[Diagnostic] = sorted(diagnostics, key=sort_key)
         errors = errors_of(self.diagnostics)
@@ -97,7 +99,6 @@ class ManifestLoadError(ManifestError):
         if first is not None:
             data.update(file=first.file, line=first.line, column=first.column)
         super().__init__(
-            ERR_MANIFEST_VALIDATION_FAILED,
             f"manifest {source} has {len(errors)} error{'s' if len(errors) != 1 else ''}:\n{lines}",
             data=data,
         )
