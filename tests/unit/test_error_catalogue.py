@@ -214,3 +214,13 @@ def test_codes_enter_plain_data_as_exact_strings() -> None:
     assert cancelled.error is not None and type(cancelled.error["code"]) is str
     diagnostic = Diagnostic(Code.MANIFEST_YAML, "bad", None)
     assert type(diagnostic.code) is str and diagnostic.to_dict()["code"] == "ERR_MANIFEST_YAML"
+
+
+def test_the_cli_log_line_shows_a_code_as_its_string() -> None:
+    import logging
+
+    from telo.cli.logs import _Line
+
+    record = logging.LogRecord("telo", logging.WARNING, __file__, 1, "durable.claim.lost", None, None)
+    record.__dict__["error.code"] = Code.DURABLE_CLAIM_LOST
+    assert _Line().format(record) == "telo: durable.claim.lost error.code='ERR_DURABLE_CLAIM_LOST'"
