@@ -59,22 +59,19 @@ class TeloError(Exception):
                  data: Mapping[str, Any] | None = None) -> None: ...
 
     @overload
-    def __init__(self, code: str | None, message: str, /, *, hint: str | None = None,
+    def __init__(self, code: str | None, message: str, *, hint: str | None = None,
                  data: Mapping[str, Any] | None = None) -> None: ...
 
     def __init__(
         self,
-        code_or_message: str | None,
+        code: str | None,
         message: str | None = None,
-        /,
         *,
         hint: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> None:
-        if message is None:
-            code, message = None, code_or_message or ""
-        else:
-            code = code_or_message
+        if message is None:  # TeloError(message): the one positional argument is the message
+            code, message = None, code or ""
         # str(): a Code member becomes the exact wire string (see the module docstring)
         self.code: str = str(code or self.default_code)
         self.message: str = message

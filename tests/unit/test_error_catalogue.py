@@ -153,6 +153,7 @@ def test_a_class_that_fixes_its_code_is_raised_with_the_message_alone() -> None:
     assert type(exc.code) is str  # what a journaled run record or a CEL scope can hold
     named = errors.TeloError(Code.NO_MATCH, "m")
     assert type(named.code) is str and named.to_dict() == {"code": "ERR_NO_MATCH", "message": "m"}
+    assert errors.TeloError(code="ERR_BUSY", message="m").code == "ERR_BUSY"  # keywords, as before the catalogue
     again = errors.error_from_dict(exc.to_dict())
     assert type(again) is errors.JournalCorrupt and again.to_dict() == exc.to_dict()
 
