@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from telo.durable.observers import EndedExecution, add_execution_observer, remove_execution_observer
 from telo.engine.suspend import Suspension
+from telo.errors import Code
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -243,7 +244,7 @@ class _OtelRunSpan:
         span.set_attribute("durable.steps.replayed", execution.replayed_steps)
         span.set_attribute("durable.collapsed_regions", execution.collapsed_regions)
         if execution.status == "failed":
-            code = str((execution.error or {}).get("code") or "ERR_DURABLE_RUN_FAILED")
+            code = str((execution.error or {}).get("code") or Code.DURABLE_RUN_FAILED)
             span.set_attribute("error.type", code)
             span.set_status(Status(StatusCode.ERROR, code))
 

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from telo.errors import ERR_INVALID_PATH, ERR_INVALID_STEP_NAME, PathError
+from telo.errors import ERR_INVALID_STEP_NAME, PathError
 
 STEP_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _STEP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # used with fullmatch: `$` would accept a trailing "\n"
@@ -70,10 +70,9 @@ class Segment:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
-            raise PathError(ERR_INVALID_PATH, f"a path segment name must be a string, not {self.name!r}")
+            raise PathError(f"a path segment name must be a string, not {self.name!r}")
         if self.index is not None and (type(self.index) is not int or self.index < 0):
             raise PathError(
-                ERR_INVALID_PATH,
                 f"segment {self.name!r} has index {self.index!r}; an index is a non-negative integer",
             )
 
@@ -92,7 +91,6 @@ def _escape(name: str) -> str:
 
 def _fail(path: str, position: int, why: str) -> PathError:
     return PathError(
-        ERR_INVALID_PATH,
         f"invalid step path {path!r}: {why} at position {position}",
         hint="a path is '/'-joined non-empty segments, each optionally ending in [index]; build paths only "
         "with telo.paths",
@@ -123,7 +121,7 @@ def _unescape(path: str, start: int, body: str) -> str:
 def parse(path: str) -> tuple[Segment, ...]:
     """Split a path into segments, decoding escapes; raise :class:`PathError` (``ERR_INVALID_PATH``)."""
     if not isinstance(path, str):
-        raise PathError(ERR_INVALID_PATH, f"a step path must be a string, not {type(path).__name__}")
+        raise PathError(f"a step path must be a string, not {type(path).__name__}")
     return _parse(path)
 
 
@@ -159,7 +157,7 @@ def format(segments: Iterable[Segment]) -> str:  # shadows the builtin on purpos
     """Join segments into a path, escaping names as the module docstring describes."""
     parts = [str(s) for s in segments]
     if not parts:
-        raise PathError(ERR_INVALID_PATH, "a step path needs at least one segment")
+        raise PathError("a step path needs at least one segment")
     return "/".join(parts)
 
 
@@ -169,17 +167,16 @@ def _append(segments: list[Segment], parts: tuple[str | int, ...]) -> None:
             segments.append(Segment(part))
         elif type(part) is int:
             if not segments:
-                raise PathError(ERR_INVALID_PATH, f"index [{part}] has no segment before it to qualify")
+                raise PathError(f"index [{part}] has no segment before it to qualify")
             last = segments[-1]
             if last.index is not None:
                 raise PathError(
-                    ERR_INVALID_PATH,
                     f"segment {str(last)!r} already has an index; cannot add [{part}]",
                     hint="a segment carries at most one repetition index",
                 )
             segments[-1] = Segment(last.name, part)
         else:
-            raise PathError(ERR_INVALID_PATH, f"a path part is a string or an int, not {part!r}")
+            raise PathError(f"a path part is a string or an int, not {part!r}")
 
 
 def step_path(*parts: str | int) -> str:
@@ -392,7 +389,7 @@ def fallback_path(resource_name: str) -> str:
 def resume_override_path(epoch_ms: int) -> str:
     """An operator resume's decision key, ``override/resume/<epoch ms>`` (a root key, not under ``steps``)."""
     if type(epoch_ms) is not int or epoch_ms < 0:
-        raise PathError(ERR_INVALID_PATH, f"a resume time is non-negative epoch ms, not {epoch_ms!r}")
+        raise PathError(f"a resume time is non-negative epoch ms, not {epoch_ms!r}")
     return step_path(OVERRIDE, RESUME, str(epoch_ms))
 
 
@@ -420,7 +417,6 @@ def relative_to(path: str, prefix: str) -> tuple[Segment, ...]:
     inner, outer = parse(path), parse(prefix)
     if inner[: len(outer)] != outer:
         raise PathError(
-            ERR_INVALID_PATH,
             f"step path {path!r} is not within {prefix!r}",
             data={"path": path, "prefix": prefix},
         )

@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # Lowest first. A module belongs to the longest prefix it starts with; modules of one layer may import each other
 # (but not in a cycle), and any layer below.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("telo.errors", "telo.clock", "telo.faults"),
+    ("telo.error_codes", "telo.errors", "telo.clock", "telo.faults"),
     ("telo.values",),
     ("telo.paths", "telo.targets"),
     ("telo.journal", "telo.cel"),

@@ -44,7 +44,7 @@ from telo.api.results import (
     seconds,
 )
 from telo.clock import SYSTEM_CLOCK, Clock, SystemClock
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
@@ -138,7 +138,7 @@ class AsyncApp:
 
     async def _ready(self) -> None:
         if self._closed:
-            raise TeloError("ERR_APP_CLOSED", "this App is closed", hint="load the manifest again")
+            raise TeloError(Code.APP_CLOSED, "this App is closed", hint="load the manifest again")
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
@@ -289,7 +289,7 @@ class AsyncApp:
             except TeloError as exc:
                 run = known or exc.data.get("run")
                 record = await asyncio.to_thread(self._store().read_run, run) if isinstance(run, str) else None
-                if exc.code != "ERR_DURABLE_RUN_EXISTS" and record is not None and record.status == "failed":
+                if exc.code != Code.DURABLE_RUN_EXISTS and record is not None and record.status == "failed":
                     return RunRef(record.run, wf.name, False, "failed")  # attached to a failed run
                 raise
         run = str(out["runId"])

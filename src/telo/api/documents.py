@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.manifest import Manifest, ManifestLoadError, Pos, PositionTable, ResourceDecl, load_manifest
 from telo.manifest.declare import Declarer
 from telo.manifest.diagnostics import ERR_MANIFEST_DUPLICATE_RESOURCE, Diagnostic, errors_of
@@ -106,7 +106,7 @@ def with_journal(manifest: Manifest, doc: Mapping[str, Any]) -> Mapping[str, Any
     journals = [d for d in manifest.resources.values()
                 if conforms(d.spec, "DurableLocal.Journal", manifest.canonical_kinds)]
     if len(journals) != 1:
-        raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"workflow {doc.get('metadata')}: the manifest declares "
+        raise TeloError(Code.JOURNAL_AMBIGUOUS, f"workflow {doc.get('metadata')}: the manifest declares "
                         f"{len(journals)} journals", hint="name one with journal=")
     out = Document({**doc, "journal": Ref(journals[0].name, None, journals[0].pos)})
     setattr(out, POSITION, getattr(doc, POSITION, None))

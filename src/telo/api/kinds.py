@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, is_typeddict
 
 from telo.builder import KIND_ATTRIBUTE
+from telo.errors import Code
 from telo.runtime.resource import Resource
 
 if TYPE_CHECKING:
@@ -163,8 +164,8 @@ class FunctionKind(Resource):
         self.on_unconfirmed = config.get("onUnconfirmed") or definition.on_unconfirmed
         d = definition
         if d.inputs is not None or d.outputs is not None:
-            self.contract = Contract(SchemaValidator(d.inputs, "ERR_INPUT_INVALID") if d.inputs is not None else None,
-                                     SchemaValidator(d.outputs, "ERR_OUTPUT_INVALID") if d.outputs is not None
+            self.contract = Contract(SchemaValidator(d.inputs, Code.INPUT_INVALID) if d.inputs is not None else None,
+                                     SchemaValidator(d.outputs, Code.OUTPUT_INVALID) if d.outputs is not None
                                      else None)
         self._with_context = accepts_context(d.fn)
         self._is_async = inspect.iscoroutinefunction(d.fn)

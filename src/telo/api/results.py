@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from telo.errors import Code
 from telo.journal.model import NO_VALUE, Entry, Parked, RunRecord
 from telo.operations.runs import RunView
 
@@ -117,7 +118,7 @@ class JournalEntry:
 def run_error(raw: Mapping[str, Any] | None) -> RunError | None:
     if not raw:
         return None
-    return RunError(str(raw.get("code") or "ERR_DURABLE_RUN_FAILED"), str(raw.get("message") or ""))
+    return RunError(str(raw.get("code") or Code.DURABLE_RUN_FAILED), str(raw.get("message") or ""))
 
 
 def run_result(record: RunRecord) -> RunResult:

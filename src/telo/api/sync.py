@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from telo.api.aio import AsyncApp
 from telo.api.results import Delivery, JournalEntry, RunLike, RunRef, RunResult, RunStatus, Wait
 from telo.clock import Clock
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.manifest import Manifest
 from telo.runtime.app import Application
@@ -44,7 +44,7 @@ class App:
             raise RuntimeError("a sync telo.App method was called from its own event loop; use app.aio")
         if self._closed:
             coro.close()
-            raise TeloError("ERR_APP_CLOSED", "this App is closed", hint="load the manifest again")
+            raise TeloError(Code.APP_CLOSED, "this App is closed", hint="load the manifest again")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def _sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:

@@ -34,6 +34,7 @@ from telo.cel.rewrite import exact_text
 from telo.cel.scope import Memo, library_data
 from telo.cel.urltype import POOL, URL_CEL_TYPE, URL_TYPE_NAME
 from telo.clock import SYSTEM_CLOCK, Clock
+from telo.errors import Code
 
 __all__ = ["STANDARD_VARIABLES", "TYPE_NAMES", "CelEnvironment", "Program"]
 
@@ -275,5 +276,5 @@ class Program:
             raise self._error(f"the result is {e}") from None
 
     def _error(self, reason: str) -> CelEvalError:
-        return eval_error(reason, self.text, self.source_pos, code="ERR_CEL_EVAL")
+        return eval_error(reason, self.text, self.source_pos, code=Code.CEL_EVAL)
 

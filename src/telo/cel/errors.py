@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final, NamedTuple
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 
 __all__ = [
     "ERR_CEL_COMPILE",
@@ -25,10 +25,10 @@ __all__ = [
     "SourcePos",
 ]
 
-ERR_CEL_COMPILE: Final = "ERR_CEL_COMPILE"
-ERR_CEL_EVAL: Final = "ERR_CEL_EVAL"
-ERR_CEL_NO_SUCH_KEY: Final = "ERR_CEL_NO_SUCH_KEY"
-ERR_CEL_OVERFLOW: Final = "ERR_CEL_OVERFLOW"
+ERR_CEL_COMPILE: Final = Code.CEL_COMPILE
+ERR_CEL_EVAL: Final = Code.CEL_EVAL
+ERR_CEL_NO_SUCH_KEY: Final = Code.CEL_NO_SUCH_KEY
+ERR_CEL_OVERFLOW: Final = Code.CEL_OVERFLOW
 
 #: Prefix of the message of an exception raised by one of our catalog functions. The library reports every
 #: exception a Python function raises as ``OUT_OF_RANGE: <message>``, which would otherwise read as an
@@ -95,7 +95,7 @@ class CelCompileError(CelError):
         hint: str | None = None,
         data: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(ERR_CEL_COMPILE, message, hint=hint, data=data)
+        super().__init__(message, hint=hint, data=data)
 
 
 class CelEvalError(CelError):

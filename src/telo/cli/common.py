@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE
 from telo.journal.store import Store
 
@@ -24,8 +24,8 @@ EXIT_ERROR = 3  # telo refused: bad input, unreadable journal, a busy run ...
 EXIT_NOT_SETTLED = 4  # `telo result`: the run has not settled (yet)
 # "The thing is not there" answers exit 1 on every command, like a failed outcome (docs/cli.md); every other
 # refusal (a busy run, a bad cursor, an unreadable journal) is telo refusing (exit 3).
-NOT_THERE = frozenset({"ERR_DURABLE_RUN_NOT_FOUND", "ERR_CHECKPOINT_NOT_FOUND", "ERR_JOURNAL_NOT_FOUND",
-                       "ERR_WORKFLOW_NOT_FOUND"})
+NOT_THERE = frozenset({Code.DURABLE_RUN_NOT_FOUND, Code.CHECKPOINT_NOT_FOUND, Code.JOURNAL_NOT_FOUND,
+                       Code.WORKFLOW_NOT_FOUND})
 
 NONE_SHOWN = "—"  # what a human table shows for "no value" (JSON omits the member instead)
 

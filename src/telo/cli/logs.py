@@ -9,9 +9,14 @@ import logging
 _PREFIXES = ("durable.", "error.", "journal.", "telo.")
 
 
+def _show(value: object) -> str:
+    # str() first: a telo.errors.Code member shows as its code ('ERR_…'), not as <Code.…: 'ERR_…'>
+    return repr(str(value) if isinstance(value, str) else value)
+
+
 class _Line(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        attrs = " ".join(f"{k}={v!r}" for k, v in vars(record).items() if k.startswith(_PREFIXES))
+        attrs = " ".join(f"{k}={_show(v)}" for k, v in vars(record).items() if k.startswith(_PREFIXES))
         text = f"telo: {record.getMessage()}" + (f" {attrs}" if attrs else "")
         if record.exc_info and record.levelno >= logging.ERROR:
             text += "\n" + self.formatException(record.exc_info)

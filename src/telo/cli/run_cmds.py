@@ -16,7 +16,10 @@ import click
 from telo.cli.common import EXIT_ERROR, EXIT_FAILED, grace_option, parse_inputs, print_diagnostics, report_error
 from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.clock import SYSTEM_CLOCK
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
+
+# A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
+CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFEST_")} | {Code.JOURNAL_CONFIG_INVALID})
 
 
 @click.command("run")
@@ -48,13 +51,13 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
     except TeloError as exc:
         report_error(exc)
         # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
-        sys.exit(EXIT_ERROR if exc.code.startswith(("ERR_MANIFEST", "ERR_JOURNAL_CONFIG")) else EXIT_FAILED)
+        sys.exit(EXIT_ERROR if exc.code in CONFIGURATION_REFUSED else EXIT_FAILED)
     for run, error in app.failed_runs:
-        click.echo(f"run {run!r} failed: {error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}",
+        click.echo(f"run {run!r} failed: {error.get('code', Code.INTERNAL)}: {error.get('message', '')}",
                    err=True)
     for run, error in app.stopped_runs:
         click.echo(f"run {run!r} stopped before it settled (it continues wherever it is executed next): "
-                   f"{error.get('code', 'INTERNAL_ERROR')}: {error.get('message', '')}", err=True)
+                   f"{error.get('code', Code.INTERNAL)}: {error.get('message', '')}", err=True)
     if as_json:
         click.echo(json.dumps({k: to_plain(v) for k, v in app.target_results.items()}, ensure_ascii=False))
     sys.exit(code)

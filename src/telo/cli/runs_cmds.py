@@ -24,6 +24,7 @@ from telo.cli.common import (
     print_diagnostics,
 )
 from telo.clock import SYSTEM_CLOCK
+from telo.errors import Code
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.operations.runs import RunView
 
@@ -48,7 +49,7 @@ def status_view(view: RunView) -> dict[str, Any]:
     if record.error:
         out["error"] = dict(record.error)
     if record.corrupt is not None:
-        out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
+        out["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     if record.terminal:
         out.update(outcome_view(record))
     return out

@@ -28,7 +28,7 @@ from telo.cli.common import (
 )
 from telo.cli.runs_cmds import unconfirmed_view
 from telo.clock import SYSTEM_CLOCK
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
 from telo.journal.store import Store
 from telo.operations import runs as runs_ops
@@ -67,13 +67,13 @@ def list_row(record: RunRecord) -> dict[str, Any]:
     if record.error:
         row["error"] = {"code": record.error.get("code"), "message": record.error.get("message")}
     if record.corrupt is not None:
-        row["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
+        row["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     return {k: v for k, v in row.items() if v is not None}
 
 
 def list_detail(record: RunRecord) -> str:
     if record.corrupt is not None:
-        return f"ERR_DURABLE_JOURNAL_CORRUPT: {record.corrupt}"
+        return f"{Code.DURABLE_JOURNAL_CORRUPT}: {record.corrupt}"
     if record.parked is not None:
         waiting = f" waiting for {record.parked.token}" if record.parked.token else ""
         return f"parked at {record.parked.path}{waiting}"

@@ -24,6 +24,7 @@ from telo.cli.common import (
     print_diagnostics,
 )
 from telo.clock import SYSTEM_CLOCK
+from telo.errors import Code
 from telo.operations import actions
 
 
@@ -81,7 +82,7 @@ def due_time(after: str | None, at: str | None, now_ms: int) -> int:
     if after is not None:
         return now_ms + duration_ms(after, "--after")
     assert at is not None
-    return instant_ms(int(at) if at.isdigit() else at, "ERR_DURABLE_SCHEDULE_INVALID", "--at")
+    return instant_ms(int(at) if at.isdigit() else at, Code.DURABLE_SCHEDULE_INVALID, "--at")
 
 
 async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any], run_id: str | None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 
 
 @click.command("ui")
@@ -21,7 +21,7 @@ def ui_command(journal: str, host: str, port: int, token: str | None) -> None:
     try:
         from telo.server.serve import serve
     except ImportError as exc:
-        raise TeloError("ERR_UI_UNAVAILABLE", f"the dashboard's packages are not installed ({exc.name})",
+        raise TeloError(Code.UI_UNAVAILABLE, f"the dashboard's packages are not installed ({exc.name})",
                         hint="pip install 'telo-python[ui]'") from exc
     serve(journal, host=host, port=port, token=token or None)
 

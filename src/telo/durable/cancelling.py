@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from telo.clock import SYSTEM_CLOCK
 from telo.durable.aio import AsyncStore
-from telo.durable.halting import RUN_CANCELLED, RunCancelled
+from telo.durable.halting import RunCancelled
 from telo.journal import cancels
 
 
@@ -32,7 +32,7 @@ class CancelPoll:
     def raise_if_cancelled(self) -> None:
         """Raise ``RunCancelled`` if the run was seen cancelled (nothing is read)."""
         if self.cancelled:
-            raise RunCancelled(RUN_CANCELLED, f"run {self.run!r} was cancelled", data={"run": self.run})
+            raise RunCancelled(f"run {self.run!r} was cancelled", data={"run": self.run})
 
     async def check(self, *, shared: bool) -> None:
         """Read the run's status when due (see the module docstring), then :meth:`raise_if_cancelled`.

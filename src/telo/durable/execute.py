@@ -42,7 +42,7 @@ from telo.engine.services import Services
 from telo.engine.steps import Evaluable, Step
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import REPLAYED, Zone
-from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, TeloError
+from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, Code, TeloError
 from telo.journal import eventlog
 from telo.journal.claims import Fence
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
@@ -238,7 +238,7 @@ async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Exec
         return await _fail(store, run, handle, exc.code, exc.message, counts())
     except Exception as exc:
         log.exception("durable.body.crashed", extra={"durable.run": run})
-        return await _fail(store, run, handle, "INTERNAL_ERROR", f"{type(exc).__name__}: {exc}", counts())
+        return await _fail(store, run, handle, Code.INTERNAL, f"{type(exc).__name__}: {exc}", counts())
     if handle.halted is not None:  # something in the body swallowed the halt: it stops all the same
         return await _halted(store, run, handle, handle.halted.cause)
     if handle.latched is not None:
@@ -260,7 +260,7 @@ async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Exec
                                     collapse_reasons=tuple(handle.regions.reasons),
                                     replayed_steps=handle.replayed_steps)
     except TeloError as exc:  # the run's result cannot be framed: the run fails, visibly
-        return await _fail(store, run, handle, "ERR_DURABLE_UNJOURNALABLE_VALUE", exc.message, counts())
+        return await _fail(store, run, handle, Code.DURABLE_UNJOURNALABLE_VALUE, exc.message, counts())
     try:
         record = await handle.appends.complete(outcome, handle.fence)
     except TeloError as exc:
@@ -309,7 +309,7 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
     log.warning("durable.manifest.changed", extra={"durable.run": run, "durable.changes": describe_changes(diff)})
     await handle.park(
         ParkWhere(hold_path(holds), workflow,
-                  f"ERR_DURABLE_MANIFEST_CHANGED: the manifest changed since run {run!r} started "
+                  f"{Code.DURABLE_MANIFEST_CHANGED}: the manifest changed since run {run!r} started "
                   f"({describe_changes(diff)}), so resuming would replay it against different code; restore the "
                   f"previous manifest and resume, or continue with the new one: `telo resume {run} --force`"),
         ParkUntil(),
@@ -326,7 +326,7 @@ async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: Ba
         record = await store.read_run(run)
         if record is not None and record.status == "cancelled":
             return _done(run, "cancelled", handle)
-    code = str(getattr(cause, "code", "INTERNAL_ERROR"))
+    code = str(getattr(cause, "code", Code.INTERNAL))
     message = str(getattr(cause, "message", cause))
     log.warning("durable.execution.interrupted", extra={"durable.run": run, "error.code": code,
                                                          "error.message": message})
@@ -343,8 +343,8 @@ async def _halted(store: AsyncStore, run: str, handle: LocalRunHandle, cause: Ba
 
 # Halts whose reason is worth keeping on the run record: not a lost claim (another execution holds the run and
 # writes its own) nor a shutdown (the next worker continues at once).
-_WHY_KEPT = frozenset({"ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "ERR_JOURNAL_FAILED",
-                       "ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
+_WHY_KEPT = frozenset({Code.JOURNAL_WRITE_FAILED, Code.JOURNAL_UNAVAILABLE, Code.JOURNAL_FAILED,
+                       Code.DURABLE_ENTRY_UNDECODABLE, Code.DURABLE_JOURNAL_CORRUPT})
 
 
 def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
@@ -354,6 +354,7 @@ def _done(run: str, status: str, handle: LocalRunHandle) -> Execution:
 
 async def _fail(store: AsyncStore, run: str, handle: LocalRunHandle, code: str, message: str,
                 counts: Mapping[str, Any]) -> Execution:
+    code = str(code)  # a Code member becomes the exact str the run record's value domain takes
     try:
         record = await store.complete(run, Outcome("failed", None, None, {"code": code, "message": message},
                                                    **counts), handle.fence)

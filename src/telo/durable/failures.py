@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from telo.durable.halting import body_failure
-from telo.errors import TeloError, TypedFrameUnencodable, error_from_dict
+from telo.errors import Code, TeloError, TypedFrameUnencodable, error_from_dict
 from telo.journal.model import encode_value
 
 FAILURE_DECISION = "failure"
@@ -29,7 +29,7 @@ def failure_of(exc: BaseException) -> tuple[dict[str, Any], TeloError]:
     if isinstance(exc, TeloError):
         record = exc.to_dict()
     else:  # (dispatch wraps plain exceptions; this is for effects called some other way)
-        record = {"code": "INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}"}
+        record = {"code": Code.INTERNAL.value, "message": f"{type(exc).__name__}: {exc}"}
     if "data" in record:
         try:
             encode_value(record)
@@ -42,5 +42,5 @@ def failure_of(exc: BaseException) -> tuple[dict[str, Any], TeloError]:
 
 def replayed(value: Any) -> TeloError:
     """The error a recorded failure receipt raises on replay (the body's failure, never a halt)."""
-    return body_failure(error_from_dict(value if isinstance(value, Mapping) else {"code": "INTERNAL_ERROR",
+    return body_failure(error_from_dict(value if isinstance(value, Mapping) else {"code": Code.INTERNAL.value,
                                                                                    "message": str(value)}))

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Final
 
 from telo.durable.shutdown import ERR_DURABLE_SHUTTING_DOWN
-from telo.errors import ERR_DURABLE_ENTRY_UNDECODABLE, ERR_DURABLE_JOURNAL_CORRUPT, DurableError, TeloError
+from telo.errors import ERR_DURABLE_ENTRY_UNDECODABLE, ERR_DURABLE_JOURNAL_CORRUPT, Code, DurableError, TeloError
 from telo.journal.chain import ERR_DURABLE_CHAIN_BROKEN
 from telo.journal.claims import ERR_DURABLE_CLAIM_LOST
 
-RUN_CANCELLED: Final = "ERR_DURABLE_RUN_CANCELLED"
+RUN_CANCELLED: Final = Code.DURABLE_RUN_CANCELLED
 
 
 class RunCancelled(DurableError):
@@ -28,7 +28,7 @@ class RunCancelled(DurableError):
 
 HALTING_CODES: Final = frozenset({
     ERR_DURABLE_CLAIM_LOST, ERR_DURABLE_CHAIN_BROKEN, RUN_CANCELLED, ERR_DURABLE_SHUTTING_DOWN,
-    "ERR_JOURNAL_WRITE_FAILED", "ERR_JOURNAL_UNAVAILABLE", "ERR_JOURNAL_FAILED", "ERR_JOURNAL_CLOSED",
+    Code.JOURNAL_WRITE_FAILED, Code.JOURNAL_UNAVAILABLE, Code.JOURNAL_FAILED, Code.JOURNAL_CLOSED,
     ERR_DURABLE_ENTRY_UNDECODABLE, ERR_DURABLE_JOURNAL_CORRUPT,
 })
 

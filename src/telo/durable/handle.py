@@ -29,8 +29,6 @@ from telo.engine.handle import Execute
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
 from telo.errors import (
-    ERR_DURABLE_UNJOURNALABLE_VALUE,
-    ERR_JOURNAL_ENTRY_MISMATCH,
     JournalEntryMismatch,
     TeloError,
     TypedFrameUnencodable,
@@ -108,7 +106,6 @@ class LocalRunHandle:
             return make(self._storage(path))
         except TypedFrameUnencodable as exc:
             raise UnjournalableValue(
-                ERR_DURABLE_UNJOURNALABLE_VALUE,
                 f"the value produced at {path!r} of run {self.run_id!r} cannot be journaled: {exc.message}",
                 hint="return CEL values only (null, bool, int, double, string, bytes, list, map, timestamp, "
                 "duration, Telo.Url); convert objects to maps",
@@ -382,7 +379,6 @@ class LocalRunHandle:
 
 def _mismatch(run: str, path: str, recorded: Mapping[str, str], reached: Mapping[str, str]) -> JournalEntryMismatch:
     return JournalEntryMismatch(
-        ERR_JOURNAL_ENTRY_MISMATCH,
         f"replay of run {run!r} reached {_describe(reached)} at {path!r}, but the journal records "
         f"{_describe(recorded)} there",
         hint="the manifest changed under a live run; restore the previous manifest, or fork/restore the run to a "

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from telo import paths
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.model import NO_VALUE, Entry, Outcome, RunRecord
 from telo.journal.store import Store
 from telo.values import Timestamp
 
-NOT_FOUND = "ERR_DURABLE_RUN_NOT_FOUND"
+NOT_FOUND = Code.DURABLE_RUN_NOT_FOUND
 RESOLUTIONS = ("redrive", "skip", "fail")
 
 
@@ -86,7 +86,7 @@ def resume_run(store: Store, run: str, reason: str, now_ms: int, *, force: bool 
     held = is_held(record)
     if held and record.parked is not None:
         if not force:
-            raise TeloError("ERR_DURABLE_MANIFEST_CHANGED", record.parked.reason or f"run {run!r} is held",
+            raise TeloError(Code.DURABLE_MANIFEST_CHANGED, record.parked.reason or f"run {run!r} is held",
                             hint=f"continue it against the new manifest with `telo resume {run} --force`",
                             data={"run": run})
         store.append(run, Entry.decided(record.parked.path, "digest", {"accept": True, "reason": reason, "at": at}))
@@ -104,16 +104,16 @@ def resolve_unconfirmed(store: Store, run: str, path: str, action: str, value: A
     from telo.durable.effects import effect_state
 
     if action not in RESOLUTIONS:
-        raise TeloError("ERR_INVALID_VALUE", f"unknown resolution {action!r}", hint="use redrive, skip or fail")
+        raise TeloError(Code.INVALID_VALUE, f"unknown resolution {action!r}", hint="use redrive, skip or fail")
     state = eventlog.recover(store, run)
     if state.record is None:
         raise run_not_found(run)
     if state.record.terminal:
-        raise TeloError("ERR_DURABLE_RUN_SETTLED", f"run {run!r} is already {state.record.status}",
+        raise TeloError(Code.DURABLE_RUN_SETTLED, f"run {run!r} is already {state.record.status}",
                         hint="restore or fork it to a checkpoint to run that step again")
     if path in state.entries or paths.failure_path(path) in state.entries \
             or paths.inputs_path(path) not in state.entries:
-        raise TeloError("ERR_DURABLE_EFFECT_NOT_UNCONFIRMED",
+        raise TeloError(Code.DURABLE_EFFECT_NOT_UNCONFIRMED,
                         f"step {path!r} of run {run!r} has no effect with an unknown outcome",
                         hint=f"`telo status {run}` shows where the run waits and which effects are unconfirmed")
     n = effect_state(path, state.entries, run).resolutions

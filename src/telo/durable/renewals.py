@@ -31,8 +31,8 @@ from typing import ClassVar
 
 from telo import faults
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import TeloError
-from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence, fence_refused, renew_every_ms
+from telo.errors import Code, TeloError
+from telo.journal.claims import ClaimLost, Fence, fence_refused, renew_every_ms
 from telo.journal.store import Store
 
 log = logging.getLogger("telo.durable")
@@ -73,7 +73,7 @@ class Renewal:
             except TeloError as exc:
                 # Inside a Sql.Transaction on the journal's own SQLite database nothing can be renewed until it
                 # ends; its writes are fenced inside it, so they check the claim themselves.
-                if exc.code != "ERR_JOURNAL_IN_TRANSACTION":
+                if exc.code != Code.JOURNAL_IN_TRANSACTION:
                     raise
         if self.lost is not None:
             raise self.lost
@@ -98,7 +98,7 @@ class Renewal:
                                   None if record is None else record.fence)
         log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.fence.holder,
                                                   "durable.fence": self.fence.token,
-                                                  "error.code": ERR_DURABLE_CLAIM_LOST})
+                                                  "error.code": Code.DURABLE_CLAIM_LOST.value})
         return False
 
 

@@ -27,9 +27,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import ClassVar, Final
 
-from telo.errors import DurableError
+from telo.errors import Code, DurableError
 
-ERR_DURABLE_SHUTTING_DOWN: Final = "ERR_DURABLE_SHUTTING_DOWN"
+ERR_DURABLE_SHUTTING_DOWN: Final = Code.DURABLE_SHUTTING_DOWN
 DEFAULT_GRACE_S: Final = 30.0
 SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -62,7 +62,6 @@ def on_drain(listener: Callable[[], None]) -> Callable[[], None]:
 
 def refusal(run: str, path: str) -> ShuttingDown:
     return ShuttingDown(
-        ERR_DURABLE_SHUTTING_DOWN,
         f"the process is shutting down (signal {_State.signum}): run {run!r} stops before the step at {path!r} "
         "and its claim is released",
         hint="the run continues in another worker (`telo worker`), or when you run it again",

@@ -16,7 +16,7 @@ from telo import paths
 from telo.durable import effects
 from telo.engine.context import ON_UNCONFIRMED, current
 from telo.engine.suspend import ParkUntil, ParkWhere
-from telo.errors import DurableError
+from telo.errors import Code, DurableError
 from telo.journal.model import Entry
 
 log = logging.getLogger("telo.durable")
@@ -25,7 +25,7 @@ log = logging.getLogger("telo.durable")
 class EffectUnconfirmed(DurableError):
     """An effect's outcome is unknown and its policy is ``fail`` (or an operator answered ``--fail``)."""
 
-    default_code = "ERR_DURABLE_EFFECT_UNCONFIRMED"
+    default_code = Code.DURABLE_EFFECT_UNCONFIRMED
 
 
 class _Handle(Protocol):
@@ -85,7 +85,6 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
     if action == "skip":
         return (decision.get("value"),)
     raise EffectUnconfirmed(
-        "ERR_DURABLE_EFFECT_UNCONFIRMED",
         f"the effect at {path!r} of run {run!r} may or may not have happened, and its policy is to "
         "fail rather than repeat it",
         hint=f"inspect the outside system for idempotency key {key}; restore or fork the run to retry",

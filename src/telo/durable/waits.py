@@ -26,7 +26,7 @@ from telo.engine.context import current
 from telo.engine.handle import RunHandle
 from telo.engine.journaling import suspend_allowed
 from telo.engine.suspend import ParkUntil, ParkWhere
-from telo.errors import NoRun, TeloError
+from telo.errors import Code, NoRun, TeloError
 from telo.journal.model import CODEC_VERSION, RunRecord, encode_value
 from telo.journal.store import Store
 from telo.runtime.contracts import SchemaValidator
@@ -36,7 +36,6 @@ def require_handle(resource: str, kind: str) -> RunHandle:
     handle = current().handle
     if handle is None:
         raise NoRun(
-            "ERR_DURABLE_NO_RUN",
             f"{kind} {resource!r} needs a durable run, but was dispatched outside one",
             hint="place it inside a durable workflow's steps (e.g. Local.Workflow)",
             data={"resource": resource, "kind": kind},
@@ -50,7 +49,7 @@ async def sleep(resource: str, *, for_ms: int | None = None, until_ms: int | Non
     handle = require_handle(resource, "Durable.Sleep")
     here = dispatch_path(resource)
     if (for_ms is None) == (until_ms is None):
-        raise TeloError("ERR_DURABLE_SLEEP_INVALID", f"Durable.Sleep {resource!r} needs exactly one of `for` or "
+        raise TeloError(Code.DURABLE_SLEEP_INVALID, f"Durable.Sleep {resource!r} needs exactly one of `for` or "
                         "`until`", data={"resource": resource})
     wake_at = await handle.decide(
         paths.wake_at_path(here), "value",
@@ -74,7 +73,7 @@ async def await_delivery(resource: str, *, token: Callable[[], Any] | None = Non
         if value is None or value == "":
             return uuid4()
         if not isinstance(value, str):
-            raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", f"Durable.Await {resource!r}: the token must be a string",
+            raise TeloError(Code.DURABLE_TOKEN_REQUIRED, f"Durable.Await {resource!r}: the token must be a string",
                             data={"resource": resource})
         return value
 
@@ -84,7 +83,7 @@ async def await_delivery(resource: str, *, token: Callable[[], Any] | None = Non
         deadline = await handle.decide(paths.deadline_path(here), "value", lambda: clock.now_ms() + timeout_ms)
         if clock.now_ms() >= deadline:
             raise TeloError(
-                "ERR_DURABLE_AWAIT_TIMEOUT",
+                Code.DURABLE_AWAIT_TIMEOUT,
                 f"Durable.Await {resource!r}: nothing was delivered for token {wake_token!r} before the deadline",
                 hint="deliver sooner, or raise the await's `timeout`",
                 data={"resource": resource, "token": wake_token, "deadline": deadline},
@@ -107,14 +106,14 @@ def deliver(store: Store, token: str, payload: Any) -> dict[str, Any]:
     racing deliveries to one token exactly one is answered ``delivered: true``. The payload is checked against
     the schema the Await recorded (module docstring) before anything is written."""
     if not isinstance(token, str) or not token:
-        raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", "a delivery needs a non-empty token",
+        raise TeloError(Code.DURABLE_TOKEN_REQUIRED, "a delivery needs a non-empty token",
                         hint="pass the token the await parked on (see `telo status RUN`)")
     record = store.run_parked_on(token)
     if record is None or record.parked is None:
         return {"delivered": False}
     schema = recorded_schema(store, record)
     if schema is not None:
-        SchemaValidator(schema, "ERR_DURABLE_PAYLOAD_INVALID").validate(
+        SchemaValidator(schema, Code.DURABLE_PAYLOAD_INVALID).validate(
             payload, where=f"the payload delivered to {token!r} (awaited by {record.parked.resource!r} of run "
             f"{record.run!r})")
     text = encode_value(payload)

@@ -21,7 +21,7 @@ from telo.engine.journaling import journal_for
 from telo.engine.services import Services
 from telo.engine.steps import Evaluable, Step
 from telo.engine.suspend import ExecutionHalted, Suspension
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE
 
 
@@ -67,10 +67,10 @@ async def run_iteration(spec: IterationSpec, inputs: Any, module_scope: Mapping[
         collection = await decide(journal_for(), paths.collection_path(here), "collection",
                                   lambda: spec.collection.evaluate(base_scope))
         if not isinstance(collection, list):
-            raise TeloError("INVALID_COLLECTION", f"{spec.collection.where}: the collection must be a list, got "
+            raise TeloError(Code.COLLECTION_INVALID, f"{spec.collection.where}: the collection must be a list, got "
                             f"{type(collection).__name__}", data={"resource": spec.resource})
         if type(spec.concurrency) is not int or spec.concurrency < 1:
-            raise TeloError("INVALID_CONCURRENCY", f"{spec.resource}: concurrency must be an integer ≥ 1, got "
+            raise TeloError(Code.CONCURRENCY_INVALID, f"{spec.resource}: concurrency must be an integer ≥ 1, got "
                             f"{spec.concurrency!r}")
         results = await _fan_out(spec, collection, base_scope, here, sv)
     except Suspension:
@@ -137,7 +137,7 @@ class LoopSpec:
 
 async def run_loop(spec: LoopSpec, inputs: Any, module_scope: Mapping[str, Any], sv: Services) -> Any:
     if spec.condition is None and spec.max_iterations is None:
-        raise TeloError("INVALID_LOOP", f"{spec.resource}: a loop needs `condition`, `maxIterations`, or both")
+        raise TeloError(Code.LOOP_INVALID, f"{spec.resource}: a loop needs `condition`, `maxIterations`, or both")
     here = dispatch_path(spec.resource)
     previous: Any = None
     last: dict[str, Any] = {}
@@ -176,11 +176,11 @@ def run_choice(resource: str, choices: Sequence[Choice], default: Evaluable | No
     for c in choices:
         v = c.when.evaluate(scope)
         if type(v) is not bool:
-            raise TeloError("ERR_INVALID_PREDICATE", f"{c.when.where}: a choice's `when` must be a boolean",
+            raise TeloError(Code.INVALID_PREDICATE, f"{c.when.where}: a choice's `when` must be a boolean",
                             data={"resource": resource})
         if v:
             return c.value.evaluate(scope)
     if default is None:
-        raise TeloError("ERR_NO_MATCH", f"{resource}: no choice matched and there is no default",
+        raise TeloError(Code.NO_MATCH, f"{resource}: no choice matched and there is no default",
                         hint="add `default: {value: …}`")
     return default.evaluate(scope)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from telo.engine.context import current, derive, entered
 from telo.engine.suspend import Suspension
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE
 
 
@@ -125,10 +125,10 @@ async def dispatch(
         if events.active:
             events.emit(
                 f"{target.name}.InvokeFailed",
-                {"ref": _ref(target), "inputs": inputs, "code": "ERR_EXECUTION_FAILED", "message": str(exc)},
+                {"ref": _ref(target), "inputs": inputs, "code": Code.EXECUTION_FAILED.value, "message": str(exc)},
             )
         raise InvokeError(
-            "ERR_EXECUTION_FAILED",
+            Code.EXECUTION_FAILED,
             f"{target.kind} {target.name!r} failed: {type(exc).__name__}: {exc}",
             data={"resource": target.name, "kind": target.kind},
         ) from exc

@@ -32,7 +32,7 @@ from telo.engine.steps import (
     WhileStep,
 )
 from telo.engine.suspend import Suspension
-from telo.errors import ERR_DUPLICATE_STEP_NAME, PredicateNotBoolean, TeloError
+from telo.errors import ERR_DUPLICATE_STEP_NAME, Code, PredicateNotBoolean, TeloError
 from telo.journal.model import NO_VALUE
 
 
@@ -119,7 +119,6 @@ def predicate(ev: Evaluable, scope: Mapping[str, Any], site: str) -> bool:
     v = ev.evaluate(scope)
     if type(v) is not bool:
         raise PredicateNotBoolean(
-            "ERR_PREDICATE_NOT_BOOLEAN",
             f"{ev.where}: the {site} predicate must produce a boolean, but produced {describe_value(v)}",
             hint="compare explicitly, e.g. `x == 'yes'` or `size(items) > 0`; predicates are never read by truthiness",
             data={"site": ev.where, "produced": type_name(v)},
@@ -225,19 +224,21 @@ async def _switch(step: SwitchStep, scope: dict[str, Any], sv: Services, path: s
     elif step.default is not None:
         await run_steps(step.default, scope, sv, paths.default_body(path))
     else:
-        raise TeloError("INTERNAL_ERROR", f"{step.where}: no matching case for {key!r} and no default",
+        # The manifest's omission, not a bug in telo: the code Run.Choice raises in the same case (upstream
+        # raises a plain error here, which a catch sees as INTERNAL_ERROR; telo-reference §3 switch).
+        raise TeloError(Code.NO_MATCH, f"{step.where}: no matching case for {key!r} and no default",
                         hint="add a `default:` branch", data={"step": step.name, "key": key})
 
 
 def error_shape(exc: BaseException, step: str) -> dict[str, Any]:
     """The ``error`` a catch or finally sees: ``{code, message, data?, step}`` (reference §2)."""
     if isinstance(exc, TeloError):
-        code = exc.code or "INTERNAL_ERROR"
+        code = exc.code or Code.INTERNAL
         shape: dict[str, Any] = {"code": code, "message": exc.message or code, "step": step}
         if exc.data:
             shape["data"] = exc.data
         return shape
-    return {"code": "INTERNAL_ERROR", "message": str(exc) or type(exc).__name__, "step": step}
+    return {"code": Code.INTERNAL.value, "message": str(exc) or type(exc).__name__, "step": step}
 
 
 async def _try(step: TryStep, scope: dict[str, Any], sv: Services, path: str) -> None:
@@ -290,7 +291,7 @@ def _throw(step: ThrowStep, scope: Mapping[str, Any]) -> None:
     spec = step.error.evaluate(scope)
     code = spec.get("code") if isinstance(spec, Mapping) else None
     if not isinstance(code, str) or not code:
-        raise TeloError("INVALID_THROW_STEP", f"{step.where}: `throw.code` must be a non-empty string, got "
+        raise TeloError(Code.THROW_STEP_INVALID, f"{step.where}: `throw.code` must be a non-empty string, got "
                         f"{describe_value(code)}", hint="write e.g. `throw: {code: ERR_OUT_OF_STOCK, message: …}`")
     message = spec.get("message") if isinstance(spec, Mapping) else None
     data = spec.get("data") if isinstance(spec, Mapping) else None

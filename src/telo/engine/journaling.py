@@ -39,7 +39,6 @@ def suspend_allowed(resource: str) -> None:
     for zone in reversed(current().zones):
         if zone.has(NO_SUSPEND):
             raise SuspendForbidden(
-                "ERR_DURABLE_SUSPEND_FORBIDDEN",
                 f"{resource!r} would park inside {zone.kind} {zone.resource or ''}, which forbids suspending: "
                 f"{zone.reason(NO_SUSPEND)}".replace("  ", " "),
                 hint="move the wait or the long retry outside the region, or shorten the backoff below 30 s",

@@ -20,14 +20,14 @@ from telo.engine.journaling import journal_for, suspend_allowed
 from telo.engine.services import Services
 from telo.engine.steps import InvokeStep, RetryPolicy
 from telo.engine.suspend import ParkUntil, ParkWhere
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 
 SUSPENDING_BACKOFF_MS = 30_000
 # Codes a retry policy never retries (reference §3 "Retry"): contract and resolution failures.
 NEVER_RETRIED = frozenset({
-    "ERR_INPUT_INVALID", "ERR_OUTPUT_INVALID", "ERR_CONTRACT_UNRESOLVABLE", "ERR_SCHEMA_PROJECTION_UNRESOLVED",
-    "ERR_RESOURCE_NOT_FOUND", "ERR_RESOURCE_NOT_INVOKABLE", "ERR_INVOKE_CANCELLED", "ERR_PREDICATE_NOT_BOOLEAN",
-    "ERR_DURABLE_SUSPEND_FORBIDDEN", "ERR_JOURNAL_ENTRY_MISMATCH", "ERR_DURABLE_UNJOURNALABLE_VALUE",
+    Code.INPUT_INVALID, Code.OUTPUT_INVALID, Code.CONTRACT_UNRESOLVABLE, Code.SCHEMA_PROJECTION_UNRESOLVED,
+    Code.RESOURCE_NOT_FOUND, Code.RESOURCE_NOT_INVOKABLE, Code.INVOKE_CANCELLED, Code.PREDICATE_NOT_BOOLEAN,
+    Code.DURABLE_SUSPEND_FORBIDDEN, Code.JOURNAL_ENTRY_MISMATCH, Code.DURABLE_UNJOURNALABLE_VALUE,
 })
 
 
@@ -66,7 +66,7 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
                     return await asyncio.wait_for(call, step.timeout_ms / 1000)
                 except TimeoutError:
                     raise InvokeError(
-                        "ERR_STEP_TIMEOUT",
+                        Code.STEP_TIMEOUT,
                         f"{step.where}: attempt {k + 1} did not finish within {step.timeout_ms:g} ms",
                         data={"step": step.name, "timeout": step.timeout_ms},
                     ) from None

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from telo import paths
-from telo.errors import EngineError
+from telo.errors import Code, EngineError
 
 
 class Evaluable(Protocol):
@@ -126,7 +126,7 @@ class _Compile:
 
     def steps(self, raw: Any, segs: list[str | int], where: str) -> tuple[Step, ...]:
         if not isinstance(raw, list):
-            raise EngineError("ERR_MANIFEST_VALIDATION_FAILED", f"{where}: a step list must be a list")
+            raise EngineError(Code.MANIFEST_VALIDATION_FAILED, f"{where}: a step list must be a list")
         compiled = tuple(self.step(s, [*segs, i], f"{where}[{i}]") for i, s in enumerate(raw))
         seen: set[str] = set()
         for step in compiled:
@@ -137,10 +137,10 @@ class _Compile:
 
     def step(self, raw: Any, segs: list[str | int], where: str) -> Step:
         if not isinstance(raw, Mapping):
-            raise EngineError("ERR_MANIFEST_VALIDATION_FAILED", f"{where}: a step must be a mapping")
+            raise EngineError(Code.MANIFEST_VALIDATION_FAILED, f"{where}: a step must be a mapping")
         name = raw.get("name")
         if name is None:
-            raise EngineError("ERR_STEP_NAME_REQUIRED", f"{where}: a step needs a name",
+            raise EngineError(Code.STEP_NAME_REQUIRED, f"{where}: a step needs a name",
                               hint="give every step a `name:` matching " + paths.STEP_NAME_PATTERN)
         name = paths.validate_step_name(name, where=where)
         here = f"{where} (step {name!r})"
@@ -192,7 +192,7 @@ class _Compile:
         if "value" in raw:
             return ValueStep(name, here, c.value(raw["value"], where=f"{here}.value"))
         raise EngineError(
-            "ERR_MANIFEST_VALIDATION_FAILED",
+            Code.MANIFEST_VALIDATION_FAILED,
             f"{here}: a step needs one of {', '.join(STEP_KEYS)}",
             hint="an invoke step names its target with `invoke: !ref <resource>`",
         )
@@ -227,8 +227,8 @@ def _ms(value: Any, where: str) -> float | None:
             try:
                 return parse_cel_duration(value).total_nanos() / 1e6
             except ValueError as exc:
-                raise EngineError("ERR_INVALID_VALUE", f"{where}: {exc}") from exc
-        raise EngineError("ERR_INVALID_VALUE", f"{where}: expected milliseconds or a duration, got {value!r}")
+                raise EngineError(Code.INVALID_VALUE, f"{where}: {exc}") from exc
+        raise EngineError(Code.INVALID_VALUE, f"{where}: expected milliseconds or a duration, got {value!r}")
     return float(value)
 
 
@@ -236,13 +236,13 @@ def _retry(raw: Any, where: str) -> RetryPolicy | None:
     if raw is None:
         return None
     if not isinstance(raw, Mapping):
-        raise EngineError("ERR_INVALID_VALUE", f"{where}.retry: must be a mapping")
+        raise EngineError(Code.INVALID_VALUE, f"{where}.retry: must be a mapping")
     initial = raw.get("initialDelay")
     if initial is None and raw.get("delay") is not None:
         initial = raw["delay"]  # deprecated duration-string spelling
     jitter = raw.get("jitter", "full")
     if jitter not in ("full", "none"):
-        raise EngineError("ERR_INVALID_VALUE", f"{where}.retry.jitter: must be `full` or `none`, got {jitter!r}")
+        raise EngineError(Code.INVALID_VALUE, f"{where}.retry.jitter: must be `full` or `none`, got {jitter!r}")
     initial_ms = _ms(initial, f"{where}.retry.initialDelay")
     max_ms = _ms(raw.get("maxDelay"), f"{where}.retry.maxDelay")
     return RetryPolicy(

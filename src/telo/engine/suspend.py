@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from telo.errors import ERR_DURABLE_SUSPENDED
+from telo.errors import ERR_DURABLE_SUSPENDED, Code
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class ParkWhere:
 class Suspension(BaseException):
     """``ERR_DURABLE_SUSPENDED``: unwinds to the workflow that owns the run once the park is recorded."""
 
-    code = ERR_DURABLE_SUSPENDED
+    code = ERR_DURABLE_SUSPENDED.value  # an exact str, as TeloError.code
 
     def __init__(self, run_id: str, where: ParkWhere, until: ParkUntil) -> None:
         super().__init__(f"{ERR_DURABLE_SUSPENDED}: run {run_id!r} parked at {where.path}")
@@ -70,4 +70,4 @@ class ExecutionHalted(BaseException):
 
     @property
     def code(self) -> str:
-        return str(getattr(self.cause, "code", "INTERNAL_ERROR"))
+        return str(getattr(self.cause, "code", Code.INTERNAL))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.model import (
     CODEC_VERSION,
     NO_VALUE,
@@ -70,7 +70,7 @@ def open_store(url: str, **options: Any) -> Store:
 
         return SqliteStore(url, **options)
     raise JournalError(
-        "ERR_JOURNAL_URL_INVALID",
+        Code.JOURNAL_URL_INVALID,
         f"cannot tell which journal {url!r} names",
         hint="pass a SQLite file (*.db), an existing file-journal directory (or file:///dir), "
         "a postgresql:// URL, or memory:",

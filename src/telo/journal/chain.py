@@ -12,10 +12,10 @@ its pending writes) and stops; a new execution starts a new chain from what is d
 
 from __future__ import annotations
 
-from telo.errors import JournalError
-from telo.journal.claims import ERR_DURABLE_CLAIM_LOST, ClaimLost, Fence
+from telo.errors import Code, JournalError
+from telo.journal.claims import ClaimLost, Fence
 
-ERR_DURABLE_CHAIN_BROKEN = "ERR_DURABLE_CHAIN_BROKEN"
+ERR_DURABLE_CHAIN_BROKEN = Code.DURABLE_CHAIN_BROKEN
 
 
 class ChainBroken(JournalError):
@@ -43,7 +43,6 @@ class WriteChain:
         """Raise if an earlier write of this chain failed: the write about to run must not commit."""
         if self.broken is not None:
             raise ChainBroken(
-                ERR_DURABLE_CHAIN_BROKEN,
                 f"a write of run {self.run!r} was refused: an earlier deferred write of the same execution "
                 f"failed ({self.broken})",
                 hint="the execution stops; resume the run (a worker, or resubmitting it) to continue from what "
@@ -54,7 +53,6 @@ class WriteChain:
 
 def lost_race(run: str, path: str) -> ClaimLost:
     return ClaimLost(
-        ERR_DURABLE_CLAIM_LOST,
         f"another execution of run {run!r} recorded a different value at {path!r} first; this execution built "
         "on its own value, so it stops and the journal's first writer stands",
         hint="two processes executed the run at once (a claim lapsed while its holder still ran); the run "

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from telo.clock import process_start_ticks
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 
-ERR_DURABLE_CLAIM_LOST = "ERR_DURABLE_CLAIM_LOST"
+ERR_DURABLE_CLAIM_LOST = Code.DURABLE_CLAIM_LOST
 
 DEFAULT_TTL_MS = 60_000
 # The shortest lease a journal may configure (``claimTtl``): renewals run every third of it, and a lease much
@@ -66,7 +66,6 @@ def fence_refused(run: str, fence: Fence, what: str, holder: str | None, token: 
     """The error of a fenced write the store refused: the run's claim is not ``fence``'s any more."""
     now = "no claim" if holder is None else f"claim {holder!r} (token {token})"
     return ClaimLost(
-        ERR_DURABLE_CLAIM_LOST,
         f"{what} of run {run!r} was refused: this execution's claim (token {fence.token}) is no longer the "
         f"run's, which now has {now}",
         hint="another execution took the run over (this one was paused or blocked past its lease), or an "

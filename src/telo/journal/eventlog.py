@@ -39,7 +39,7 @@ from typing import Any
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal import rules
 from telo.journal.model import Admission, Entry, RunRecord
 from telo.journal.store import Store
@@ -194,7 +194,7 @@ def _entries_from_snapshot(run: str, entry: Entry) -> tuple[dict[str, Entry], in
         return entries, int(data["epoch"]), int(data["base"])
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         raise JournalError(
-            "ERR_DURABLE_JOURNAL_CORRUPT",
+            Code.DURABLE_JOURNAL_CORRUPT,
             f"snapshot {entry.path!r} of run {run!r} does not have the snapshot shape",
             data={"run": run, "path": entry.path},
         ) from exc
@@ -255,7 +255,7 @@ def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
     record = _require(store, run)
     if rules.claim_is_live(record.claim, clock.now_ms()):
         raise JournalError(
-            "ERR_RUN_BUSY",
+            Code.RUN_BUSY,
             f"run {run!r} is being executed by {record.claim.holder if record.claim else '?'}; "
             "compacting it now could drop entries it is writing",
             hint="compact settled or parked runs, or wait until the holder's claim lapses",
@@ -296,7 +296,7 @@ def _checkpoint_records(store: Store, run: str, checkpoint: int) -> list[Entry]:
     valid = {c.seq for c in checkpoints(store, run)}
     if checkpoint not in valid:
         raise JournalError(
-            "ERR_CHECKPOINT_NOT_FOUND",
+            Code.CHECKPOINT_NOT_FOUND,
             f"run {run!r} has no checkpoint {checkpoint}",
             hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their seq "
             "numbers",
@@ -316,7 +316,7 @@ def restore(
     record = _require(store, run)
     if rules.claim_is_live(record.claim, clock.now_ms()):
         raise JournalError(
-            "ERR_RUN_BUSY",
+            Code.RUN_BUSY,
             f"run {run!r} is being executed right now; restoring under it would race its writes",
             hint="cancel the run or wait for it to park or settle, then restore",
             data={"run": run},
@@ -359,14 +359,14 @@ def fork(store: Store, run: str, checkpoint: int, new_run: str) -> RunState:
     existing = store.read_entries(new_run)
     if not admitted.admitted and any(e.path == FORKED for e in existing):
         raise JournalError(
-            "ERR_DURABLE_RUN_EXISTS",
+            Code.DURABLE_RUN_EXISTS,
             f"run {new_run!r} already exists",
             hint="choose another --run-id for the fork",
             data={"run": new_run},
         )
     if not admitted.admitted and (existing and admitted.record.status != "scheduled"):
         raise JournalError(
-            "ERR_DURABLE_RUN_EXISTS",
+            Code.DURABLE_RUN_EXISTS,
             f"run {new_run!r} already exists and is not an unfinished fork",
             hint="choose another --run-id for the fork",
             data={"run": new_run},
@@ -382,7 +382,7 @@ def _require(store: Store, run: str) -> RunRecord:
     record = store.read_run(run)
     if record is None:
         raise JournalError(
-            "ERR_DURABLE_RUN_NOT_FOUND",
+            Code.DURABLE_RUN_NOT_FOUND,
             f"no run {run!r} in this journal",
             hint="list the journal's runs with `telo runs list`",
             data={"run": run},

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.errors import Code, JournalCorrupt, JournalError
 from telo.journal.integrity import checksum, verify
 from telo.journal.model import STATUSES, Claim, Entry, Parked, RunRecord
 
@@ -60,7 +60,7 @@ def file_stem(run: str) -> str:
         return urllib.parse.quote(run, safe=_URI_COMPONENT_SAFE, errors="strict")
     except UnicodeEncodeError as exc:  # a lone surrogate: encodeURIComponent throws URIError too
         raise JournalError(
-            "ERR_DURABLE_RUN_ID_INVALID",
+            Code.DURABLE_RUN_ID_INVALID,
             f"run id {run!r} is not Unicode text and cannot name a journal file",
             hint="run ids must be valid Unicode strings (no unpaired surrogates)",
             data={"run": run},
@@ -83,7 +83,6 @@ def dump_line(obj: Mapping[str, Any]) -> bytes:
 
 def corrupt(run: str, line: int, message: str, **data: Any) -> JournalCorrupt:
     return JournalCorrupt(
-        ERR_DURABLE_JOURNAL_CORRUPT,
         f"journal file of run {run!r}, line {line}: {message}",
         hint=_CORRUPT_HINT,
         data={"run": run, "line": line, **data},

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from telo.clock import SYSTEM_CLOCK, uuid4_hex
-from telo.errors import JournalCorrupt, JournalError
+from telo.errors import Code, JournalCorrupt, JournalError
 from telo.journal import paging
 from telo.journal.file_format import SUFFIX, FileState, dump_line, file_stem, run_of_stem
 from telo.journal.model import RunRecord
@@ -69,7 +69,7 @@ def write_failed(action: str, run: str | None, exc: OSError) -> JournalError:
     says so: nothing of the write stays, and an execution that meets it halts, leaving its run running."""
     where = f" of run {run!r}" if run is not None else ""
     return JournalError(
-        "ERR_JOURNAL_WRITE_FAILED",
+        Code.JOURNAL_WRITE_FAILED,
         f"the file journal could not {action}{where}: {exc.strerror or exc} (errno {exc.errno})",
         hint="free disk space or fix the filesystem; the run is left as it was and continues once writes "
         "succeed again (a worker, or running it again)",

@@ -17,7 +17,7 @@ import json
 import zlib
 from collections.abc import Mapping
 
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
+from telo.errors import JournalCorrupt
 from telo.journal.model import Entry
 
 _SEP = b"\x1f"  # unit separator: cannot occur in a path, kind or decision, so fields never run together
@@ -49,7 +49,6 @@ def verify(run: str, entry: Entry, stored: int | None) -> Entry:
     """``entry`` if ``stored`` (its checksum as written; None: none written) matches it, else raise."""
     if stored is not None and stored != checksum(entry):
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"journal entry {entry.path!r} of run {run!r} does not match its checksum: its stored bytes were "
             "damaged after it was written",
             hint="the run is left as it is; inspect it with `telo runs journal`, then cancel it, or restore or "

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from telo.errors import (
-    ERR_DURABLE_ENTRY_UNDECODABLE,
-    ERR_DURABLE_JOURNAL_CORRUPT,
+    Code,
     EntryUndecodable,
     JournalCorrupt,
     TypedFrameUndecodable,
@@ -108,7 +107,6 @@ class Entry:
         path, kind = obj.get("path"), obj.get("kind")
         if not isinstance(path, str) or kind not in ("step", "decision"):
             raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
                 f"journal entry of run {run!r} has no valid path/kind: {json.dumps(obj)[:200]}",
                 data={"run": run},
             )
@@ -122,13 +120,11 @@ class Entry:
             value = raw
         else:
             raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
                 f"journal entry {path!r} of run {run!r} carries codec v{v} but its value is not frame text",
                 data={"run": run, "path": path},
             )
         if v is not None and (type(v) is not int):
             raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
                 f"journal entry {path!r} of run {run!r} has a non-integer codec version {v!r}",
                 data={"run": run, "path": path},
             )
@@ -179,13 +175,11 @@ def decode_stored(
             return _from_legacy(json.loads(text, parse_int=float), legacy_bigint)
         except ValueError as exc:
             raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
                 f"legacy journal value at {path!r} of run {run!r} is not JSON",
                 data={"run": run, "path": path},
             ) from exc
     if v not in READABLE_VERSIONS:
         raise EntryUndecodable(
-            ERR_DURABLE_ENTRY_UNDECODABLE,
             f"journal value at {path!r} of run {run!r} is written under codec version {v}, "
             f"which this runtime does not read",
             hint="upgrade telo to a version that reads this journal's codec",
@@ -195,7 +189,6 @@ def decode_stored(
         return decode_frame(text, version=v)
     except TypedFrameUndecodable as exc:
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"journal value at {path!r} of run {run!r} does not decode: {exc.message}",
             hint="the journal was damaged or written by a non-conforming writer; inspect it with "
             "`telo runs journal`",
@@ -389,11 +382,12 @@ class Outcome:
 
     @classmethod
     def failed(cls, code: str, message: str, **counts: Any) -> Outcome:
-        return cls("failed", None, None, {"code": code, "message": message}, **counts)
+        # str(): a Code member becomes the exact str the journal's value domain takes
+        return cls("failed", None, None, {"code": str(code), "message": message}, **counts)
 
     @classmethod
     def cancelled(cls, reason: str = "cancelled") -> Outcome:
-        return cls("cancelled", None, None, {"code": "ERR_DURABLE_RUN_CANCELLED", "message": reason})
+        return cls("cancelled", None, None, {"code": Code.DURABLE_RUN_CANCELLED.value, "message": reason})
 
 
 @dataclass(frozen=True, slots=True)

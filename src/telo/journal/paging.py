@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.model import RunFilter, RunRecord
 
 
@@ -27,7 +27,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         return created, run
     except (ValueError, TypeError) as exc:
         raise JournalError(
-            "ERR_INVALID_CURSOR",
+            Code.INVALID_CURSOR,
             f"the paging cursor {cursor!r} is not one this journal handed out",
             hint="start again without --after, then pass the `next` value of the previous page",
         ) from exc

@@ -26,7 +26,7 @@ from psycopg.sql import Composed
 from psycopg_pool import ConnectionPool
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.errors import Code, JournalCorrupt, JournalError
 from telo.journal import cancels, paging
 from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
 from telo.journal.integrity import checksum
@@ -83,7 +83,7 @@ class PostgresStore(Store):
                 gaps = missing_columns(conn, names)
                 if gaps:
                     raise JournalError(
-                        "ERR_JOURNAL_SCHEMA_MISSING",
+                        Code.JOURNAL_SCHEMA_MISSING,
                         f"the PostgreSQL journal tables lack columns telo needs: {gaps}",
                         hint="open the journal once with create_table=True (it creates or extends the "
                         "tables), or run that DDL yourself",
@@ -152,7 +152,7 @@ class PostgresStore(Store):
             return AdmitResult(True, record_from_row(row))
         existing = self._one(self._q.select_run, (admission.run,), join=False, action="read a run")
         if existing is None:  # deleted between the conflict and the read: nothing sane to answer
-            raise JournalError("ERR_JOURNAL_FAILED", f"run {admission.run!r} vanished while being admitted")
+            raise JournalError(Code.JOURNAL_FAILED, f"run {admission.run!r} vanished while being admitted")
         return AdmitResult(False, record_from_row(existing))
 
     def read_run(self, run: str) -> RunRecord | None:
@@ -347,7 +347,6 @@ class PostgresStore(Store):
         if exists is None:
             raise unknown_run(run)
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"journal entry {entry.path!r} of run {run!r} conflicted on write but cannot be read back",
             data={"run": run, "path": entry.path},
         )

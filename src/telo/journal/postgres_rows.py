@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import psycopg
 
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt, JournalError
+from telo.errors import Code, JournalCorrupt, JournalError
 from telo.journal.columns import json_column
 from telo.journal.integrity import checksum, verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
@@ -35,13 +35,13 @@ def db_errors(action: str) -> Iterator[None]:
         yield
     except psycopg.OperationalError as exc:  # includes the pool's PoolTimeout and PoolClosed
         raise JournalError(
-            "ERR_JOURNAL_UNAVAILABLE",
+            Code.JOURNAL_UNAVAILABLE,
             f"the PostgreSQL journal could not {action}: {exc}",
             hint="check that the PostgreSQL server is up and reachable at the journal's URL",
         ) from exc
     except psycopg.Error as exc:
         raise JournalError(
-            "ERR_JOURNAL_FAILED",
+            Code.JOURNAL_FAILED,
             f"the PostgreSQL journal could not {action}: {exc}",
             data={"sqlstate": exc.sqlstate} if exc.sqlstate else None,
         ) from exc
@@ -58,7 +58,6 @@ def _load(text: str | None, run: str, column: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"the {column} column of run {run!r} is not JSON",
             data={"run": run},
         ) from exc
@@ -111,7 +110,6 @@ def entry_from_row(run: str, row: Mapping[str, Any]) -> Entry:
     kind = row["entry_kind"]
     if kind not in ("step", "decision"):
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"journal entry {row['path']!r} of run {run!r} has an unknown kind {kind!r}",
             data={"run": run, "path": row["path"]},
         )
@@ -120,7 +118,6 @@ def entry_from_row(run: str, row: Mapping[str, Any]) -> Entry:
         target = {k: str(target[k]) for k in ("kind", "name", "module") if target.get(k) is not None}
     elif target is not None:
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"journal entry {row['path']!r} of run {run!r} has a target that is not a JSON object",
             data={"run": run, "path": row["path"]},
         )

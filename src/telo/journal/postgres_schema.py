@@ -20,7 +20,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import sql
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_IDENTIFIER: Final = 63  # NAMEDATALEN - 1: PostgreSQL silently truncates longer names
@@ -113,7 +113,7 @@ def names_for(table: str, notify_channel: str | None) -> Names:
     for what, value in (("table", table), ("notify_channel", notify_channel)):
         if value is not None and not _NAME.fullmatch(value):
             raise JournalError(
-                "ERR_JOURNAL_CONFIG_INVALID",
+                Code.JOURNAL_CONFIG_INVALID,
                 f"the PostgreSQL journal {what} {value!r} is not a plain SQL name",
                 hint="use letters, digits and underscores, not starting with a digit (^[A-Za-z_][A-Za-z0-9_]*$)",
                 data={what: value},
@@ -123,7 +123,7 @@ def names_for(table: str, notify_channel: str | None) -> Names:
     longest = max((names.runs, names.entries, names.channel, *names.index_names()), key=len)
     if len(longest) > _MAX_IDENTIFIER:
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             f"the PostgreSQL journal prefix {table!r} is too long: {longest!r} exceeds {_MAX_IDENTIFIER} "
             f"characters and PostgreSQL would truncate it",
             hint="choose a prefix of at most 40 characters",

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.postgres_rows import db_errors
 from telo.journal.store import Store, StoreTransaction
 
@@ -85,7 +85,7 @@ def _open(store: Store, conn: psycopg.Connection[Any]) -> Iterator[StoreTransact
         if not body_done:
             raise  # the body's own error (for example its SQL) reaches the caller unchanged
         raise JournalError(
-            "ERR_JOURNAL_FAILED",
+            Code.JOURNAL_FAILED,
             f"the PostgreSQL journal transaction failed to commit: {exc}",
             data={"sqlstate": exc.sqlstate} if exc.sqlstate else None,
         ) from exc

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.claims import Fence, fence_refused, holder_is_dead
 from telo.journal.model import Claim, Outcome, Parked, RunRecord
 
@@ -18,7 +18,7 @@ from telo.journal.model import Claim, Outcome, Parked, RunRecord
 def unknown_run(run: str) -> JournalError:
     """The error of a write (or a read that needs the run) naming a run the journal does not hold."""
     return JournalError(
-        "ERR_DURABLE_RUN_NOT_FOUND",
+        Code.DURABLE_RUN_NOT_FOUND,
         f"no run {run!r} in this journal",
         hint="list the journal's runs with `telo runs list`",
         data={"run": run},

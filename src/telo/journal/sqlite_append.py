@@ -33,7 +33,7 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
+from telo.errors import JournalCorrupt
 from telo.journal.chain import WriteChain, lost_race
 from telo.journal.claims import Fence, fence_refused
 from telo.journal.integrity import checksum
@@ -175,7 +175,6 @@ class AppendOp:
         if conn.execute(self.sql.run_exists, (self.run,)).fetchone() is None:
             raise unknown_run(self.run)
         raise JournalCorrupt(
-            ERR_DURABLE_JOURNAL_CORRUPT,
             f"the SQLite journal refused entry {self.entry.path!r} of run {self.run!r} but holds none there",
             hint="inspect the journal with `telo runs journal`",
             data={"run": self.run, "path": self.entry.path},

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 
 
 def closed_error() -> JournalError:
     return JournalError(
-        "ERR_JOURNAL_CLOSED",
+        Code.JOURNAL_CLOSED,
         "this SQLite journal store was closed",
         hint="open a new store (or keep the store open while runs use it)",
     )
@@ -39,7 +39,7 @@ def check_process(generation: int) -> None:
     must not cross one."""
     if _Forks.generation != generation:
         raise JournalError(
-            "ERR_JOURNAL_FORKED",
+            Code.JOURNAL_FORKED,
             "this SQLite journal store was opened in a parent process and cannot be used after fork()",
             hint="open the store in the child process (or use the spawn start method)",
         )

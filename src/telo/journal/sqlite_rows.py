@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, JournalCorrupt
+from telo.errors import JournalCorrupt
 from telo.journal.columns import json_column
 from telo.journal.integrity import verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
@@ -80,13 +80,12 @@ def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
             target = None
         if not isinstance(target, dict) or not all(isinstance(x, str) for x in target.values()):
             raise JournalCorrupt(
-                ERR_DURABLE_JOURNAL_CORRUPT,
                 f"journal entry {path!r} of run {run!r} has a target that is not a JSON object of strings",
                 hint="the journal was damaged; `telo runs journal` shows the run's entries, `telo cancel` stops it",
                 data={"run": run, "path": path},
             )
     if kind not in ("step", "decision"):
-        raise JournalCorrupt(ERR_DURABLE_JOURNAL_CORRUPT, f"journal entry {path!r} of run {run!r} has an unknown "
+        raise JournalCorrupt(f"journal entry {path!r} of run {run!r} has an unknown "
                              f"kind {kind!r}", data={"run": run, "path": path})
     return verify(run, Entry(path, kind, value, v, decision, target, seq), crc)
 

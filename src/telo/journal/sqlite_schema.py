@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.sqlite_rows import ENTRY_SELECT, RECORD_SELECT
 
 SCHEMA_VERSION: Final = 3
@@ -139,7 +139,7 @@ class Sql:
     def for_prefix(cls, prefix: str) -> Sql:
         if not _NAME.fullmatch(prefix):
             raise JournalError(
-                "ERR_JOURNAL_CONFIG_INVALID",
+                Code.JOURNAL_CONFIG_INVALID,
                 f"the SQLite journal table prefix {prefix!r} is not a plain SQL name",
                 hint="use letters, digits and underscores, not starting with a digit "
                 "(^[A-Za-z_][A-Za-z0-9_]*$)",
@@ -329,7 +329,7 @@ def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Con
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise JournalError(
-                "ERR_JOURNAL_CONFIG_INVALID",
+                Code.JOURNAL_CONFIG_INVALID,
                 f"the SQLite journal {path!r} cannot use write-ahead logging (journal_mode is {mode!r})",
                 hint="put the journal on a local filesystem that supports shared memory (not a network share)",
                 data={"path": path},
@@ -344,7 +344,7 @@ def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Con
 def check_options(path: str, synchronous: str) -> str:
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             f"the SQLite library is {sqlite3.sqlite_version}; the SQLite journal needs "
             f"{'.'.join(map(str, MIN_SQLITE))} or newer",
             hint="use a Python build that bundles a newer SQLite",
@@ -352,14 +352,14 @@ def check_options(path: str, synchronous: str) -> str:
     mode = synchronous.upper()
     if mode not in SYNCHRONOUS_MODES:
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_MODES)}",
             hint="FULL (the default) makes every acknowledged append survive a power loss",
             data={"synchronous": synchronous},
         )
     if path == ":memory:" or path.startswith("file::memory:") or path == "":
         raise JournalError(
-            "ERR_JOURNAL_CONFIG_INVALID",
+            Code.JOURNAL_CONFIG_INVALID,
             "the SQLite journal needs a file: an in-memory SQLite database is private to one connection",
             hint="use the memory: journal for tests, or give the SQLite journal a file path",
         )
@@ -399,7 +399,7 @@ def _schema_version(conn: sqlite3.Connection, path: str) -> int:
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
     if version > SCHEMA_VERSION:
         raise JournalError(
-            "ERR_JOURNAL_SCHEMA_NEWER",
+            Code.JOURNAL_SCHEMA_NEWER,
             f"the SQLite journal {path!r} has schema version {version}; this telo knows up to {SCHEMA_VERSION}",
             hint="upgrade telo to open this journal",
             data={"path": path, "version": version},

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from itertools import count
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.sqlite_process import check_process, closed_error, fork_generation
 from telo.journal.store import Store, StoreTransaction
 
@@ -103,7 +103,7 @@ def open_transaction(store: Store, pool: Pool) -> Iterator[SqliteTransaction]:
 def lifecycle_refused(what: str) -> JournalError:
     """The error of a lifecycle write made where one of the store's transactions is ambient (module docstring)."""
     return JournalError(
-        "ERR_JOURNAL_IN_TRANSACTION",
+        Code.JOURNAL_IN_TRANSACTION,
         f"{what} cannot run inside an open SQLite journal transaction: lifecycle writes commit on "
         "their own, and SQLite's one write lock is held by that transaction",
         hint="make the call before the transaction opens or after it ends",
@@ -112,7 +112,7 @@ def lifecycle_refused(what: str) -> JournalError:
 
 def _tx_error(what: str, exc: sqlite3.Error) -> JournalError:
     return JournalError(
-        "ERR_JOURNAL_WRITE_FAILED",
+        Code.JOURNAL_WRITE_FAILED,
         f"the SQLite journal could not {what} a transaction: {exc}",
         hint="check the disk (space, permissions) and whether another process holds the journal locked "
         "for longer than the busy timeout",

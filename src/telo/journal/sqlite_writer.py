@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from telo.errors import JournalError
+from telo.errors import Code, JournalError
 from telo.journal.sqlite_group import savepoint
 from telo.journal.sqlite_pending import PendingOp, break_chain, settle
 from telo.journal.sqlite_process import check_process, closed_error, fork_generation
@@ -408,7 +408,7 @@ class GroupCommitWriter:
         for op in ops:
             # one error object per caller: each thread raising it gets its own traceback
             err = JournalError(
-                "ERR_JOURNAL_WRITE_FAILED",
+                Code.JOURNAL_WRITE_FAILED,
                 f"the SQLite journal could not commit a batch of {len(ops)} write(s): {exc}",
                 hint="check the disk (space, permissions) and whether another process holds the journal "
                 "locked for longer than the busy timeout",

@@ -8,7 +8,7 @@ from typing import Any
 
 from telo.durable.operator import NOT_FOUND, cancel_run, resume_run
 from telo.durable.waits import deliver
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal, compile_time
 from telo.kinds.workflow import default_run_id
@@ -21,7 +21,7 @@ from telo.values.types import parse_rfc3339
 
 def duration_ms(value: Any, where: str) -> int:
     if isinstance(value, bool):
-        raise TeloError("ERR_INVALID_VALUE", f"{where}: expected a duration, got {value!r}")
+        raise TeloError(Code.INVALID_VALUE, f"{where}: expected a duration, got {value!r}")
     if isinstance(value, int | float):
         return int(value)
     if hasattr(value, "total_nanos"):
@@ -29,7 +29,7 @@ def duration_ms(value: Any, where: str) -> int:
     try:
         return parse_cel_duration(str(value), extra_units={"d": 86_400 * 10**9}).total_nanos() // 1_000_000
     except ValueError as exc:
-        raise TeloError("ERR_INVALID_VALUE", f"{where}: {exc}", hint="write e.g. 90s, 15m, 2h, 1d") from exc
+        raise TeloError(Code.INVALID_VALUE, f"{where}: {exc}", hint="write e.g. 90s, 15m, 2h, 1d") from exc
 
 
 def instant_ms(value: Any, code: str, where: str) -> int:
@@ -59,7 +59,7 @@ class _Addressing(Resource):
         ev = self.field("run")
         run = ev.evaluate(self.call_scope(inputs)) if ev is not None else (inputs or {}).get("run")
         if not isinstance(run, str) or not run:
-            raise TeloError("ERR_DURABLE_RUN_ID_INVALID", f"{self.kind} {self.name!r}: no run id (configure `run:` "
+            raise TeloError(Code.DURABLE_RUN_ID_INVALID, f"{self.kind} {self.name!r}: no run id (configure `run:` "
                             "or pass inputs.run)", data={"resource": self.name})
         return run
 
@@ -142,14 +142,14 @@ class Deliver(_Addressing):
         token_ev, payload_ev = self.field("token"), self.field("payload")
         token = token_ev.evaluate(scope) if token_ev is not None else None
         if not isinstance(token, str) or not token:
-            raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", f"{self.kind} {self.name!r}: the token evaluated to "
+            raise TeloError(Code.DURABLE_TOKEN_REQUIRED, f"{self.kind} {self.name!r}: the token evaluated to "
                             f"{token!r}", hint="deliver to the token the await parked on")
         payload = payload_ev.evaluate(scope) if payload_ev is not None else None
         await_ref = self.config.get("await")
         if await_ref is not None:  # validated BEFORE any lookup (reference §6)
             schema = schema_of(self.app, self.app.resource_for(await_ref).config.get("outputType"))
             if schema is not None:
-                SchemaValidator(schema, "ERR_DURABLE_PAYLOAD_INVALID").validate(
+                SchemaValidator(schema, Code.DURABLE_PAYLOAD_INVALID).validate(
                     payload, where=f"the payload delivered to {token!r}")
         return await asyncio.to_thread(deliver, self._journal().store, token, payload)
 
@@ -163,15 +163,15 @@ class Schedule(_Addressing):
         at_ev, inputs_ev = self.field("at"), self.field("inputs")
         run = run_ev.evaluate(scope) if run_ev is not None else default_run_id(self.name)
         if not isinstance(run, str) or not run:
-            raise TeloError("ERR_DURABLE_RUN_ID_INVALID",
+            raise TeloError(Code.DURABLE_RUN_ID_INVALID,
                             f"{self.kind} {self.name!r}: runId must be a non-empty string")
         now = self.app.clock.now_ms()
         if after_ev is not None:
             due = now + duration_ms(after_ev.evaluate(scope), f"{self.kind} {self.name!r}.after")
         elif at_ev is not None:
-            due = instant_ms(at_ev.evaluate(scope), "ERR_DURABLE_SCHEDULE_INVALID", f"{self.kind} {self.name!r}.at")
+            due = instant_ms(at_ev.evaluate(scope), Code.DURABLE_SCHEDULE_INVALID, f"{self.kind} {self.name!r}.at")
         else:
-            raise TeloError("ERR_DURABLE_SCHEDULE_INVALID", f"{self.kind} {self.name!r}: needs `after` or `at`")
+            raise TeloError(Code.DURABLE_SCHEDULE_INVALID, f"{self.kind} {self.name!r}: needs `after` or `at`")
         run_inputs = inputs_ev.evaluate(scope) if inputs_ev is not None else {}
         workflow = self.app.resource_for(self.config["workflow"])
         result = await asyncio.to_thread(self._journal().store.admit, Admission.of(

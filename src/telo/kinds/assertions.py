@@ -7,7 +7,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.runtime.resource import Resource
 from telo.values import Uint
 
@@ -46,7 +46,7 @@ class Equals(Resource):
         actual, expected = inputs.get("actual"), inputs.get("expected")
         if not same(actual, expected):
             print(f"✗ {self.name}: expected {show(expected)}, got {show(actual)}", flush=True)
-            raise TeloError("ERR_ASSERTION_FAILED", f"{self.name}: expected {show(expected)}, got {show(actual)}",
+            raise TeloError(Code.ASSERTION_FAILED, f"{self.name}: expected {show(expected)}, got {show(actual)}",
                             data={"resource": self.name})
         print(f"✓ {self.name}", flush=True)
         return True

@@ -6,7 +6,7 @@ import re
 import sys
 from typing import Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.runtime.resource import Resource
 
 _STYLES = {
@@ -37,7 +37,7 @@ class WriteLine(Resource):
 
     async def invoke(self, inputs: Any) -> Any:
         if not isinstance(inputs, dict) or not isinstance(inputs.get("output"), str):
-            raise TeloError("ERR_INPUT_INVALID", f"Console.WriteLine {self.name!r} needs inputs {{output: string}}",
+            raise TeloError(Code.INPUT_INVALID, f"Console.WriteLine {self.name!r} needs inputs {{output: string}}",
                             data={"resource": self.name})
         output: str = inputs["output"]
         line = render(output, ansi=sys.stdout.isatty())

@@ -9,7 +9,7 @@ from telo.engine.context import derive, entered
 from telo.engine.interpreter import run_steps
 from telo.engine.steps import compile_steps
 from telo.engine.zones import IDEMPOTENT, Zone
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.kinds.addressing import duration_ms, instant_ms
 from telo.runtime.contracts import SchemaValidator, contract_for, schema_of
 from telo.runtime.resource import Resource
@@ -26,7 +26,7 @@ class Idempotent(Resource):
     async def init(self) -> None:
         reason = self.config.get("reason")
         if not isinstance(reason, str) or not reason.strip():
-            raise TeloError("ERR_MANIFEST_VALIDATION_FAILED",
+            raise TeloError(Code.MANIFEST_VALIDATION_FAILED,
                             f"Durable.Idempotent {self.name!r} needs a prose `reason`")
         self.steps = compile_steps(self.config.get("steps", []), self.app.compiler,
                                    where=f"{self.kind} {self.name!r}.steps")
@@ -52,7 +52,7 @@ class Sleep(Resource):
         for_ev, until_ev = self.field("for"), self.field("until")
         where = f"Durable.Sleep {self.name!r}"
         for_ms = duration_ms(for_ev.evaluate(scope), f"{where}.for") if for_ev is not None else None
-        until_ms = (instant_ms(until_ev.evaluate(scope), "ERR_DURABLE_SLEEP_INVALID", f"{where}.until")
+        until_ms = (instant_ms(until_ev.evaluate(scope), Code.DURABLE_SLEEP_INVALID, f"{where}.until")
                     if until_ev is not None else None)
         return await sleep(self.name, for_ms=for_ms, until_ms=until_ms, clock=self.app.clock)
 
@@ -64,7 +64,7 @@ class Await(Resource):
         self.contract = contract_for(self.app, {"outputType": self.config.get("outputType")})
         self.payload_schema = schema_of(self.app, self.config.get("outputType"))
         self._payload = None if self.payload_schema is None else SchemaValidator(self.payload_schema,
-                                                                                 "ERR_DURABLE_PAYLOAD_INVALID")
+                                                                                 Code.DURABLE_PAYLOAD_INVALID)
 
     def check_delivery(self, payload: Any) -> Any:
         """The payload a replayed step hands the body, checked against ``outputType`` (telo.durable.waits)."""

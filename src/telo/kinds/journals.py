@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.claims import DEFAULT_TTL_MS, MIN_TTL_MS
 from telo.journal.store import Store
 from telo.runtime.resource import Resource
@@ -53,10 +53,10 @@ class Journal(Resource):
         try:  # the schema's duration pattern holds: ms|s|m|h|d
             ttl = parse_cel_duration(str(text), extra_units={"d": 86_400 * 10**9}).total_nanos() // 1_000_000
         except ValueError as exc:
-            raise TeloError("ERR_JOURNAL_CONFIG_INVALID", f"{where}: {exc}", hint="write e.g. claimTtl: 10s") from exc
+            raise TeloError(Code.JOURNAL_CONFIG_INVALID, f"{where}: {exc}", hint="write e.g. claimTtl: 10s") from exc
         if ttl < MIN_TTL_MS:
             raise TeloError(
-                "ERR_JOURNAL_CONFIG_INVALID",
+                Code.JOURNAL_CONFIG_INVALID,
                 f"{where} is {ttl} ms; a claim's lease must be at least {MIN_TTL_MS} ms",
                 hint="claims are renewed every third of the lease: a shorter one turns an ordinary pause "
                 "(a GC, a loaded machine) into a takeover; write e.g. claimTtl: 10s",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
-from telo.errors import TeloError, TypedFrameUnencodable
+from telo.errors import Code, TeloError, TypedFrameUnencodable
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, StepContext
 from telo.values.fastwrite import check_frame
@@ -31,21 +31,21 @@ def import_callable(spec: str, *, search: Path | None = None, where: str = "") -
     """Import ``package.module:attr`` (``attr`` may be dotted); the manifest's directory is importable."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise TeloError("ERR_PYTHON_FUNCTION_INVALID", f"{where}: `function` must look like 'package.module:attr', "
+        raise TeloError(Code.PYTHON_FUNCTION_INVALID, f"{where}: `function` must look like 'package.module:attr', "
                         f"got {spec!r}", hint="e.g. function: shop.payments:charge")
     if search is not None and str(search) not in sys.path:
         sys.path.insert(0, str(search))
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise TeloError("ERR_PYTHON_FUNCTION_NOT_FOUND", f"{where}: cannot import module {module_name!r}: {exc}",
+        raise TeloError(Code.PYTHON_FUNCTION_NOT_FOUND, f"{where}: cannot import module {module_name!r}: {exc}",
                         hint="the module must be importable from the manifest's directory or the environment") from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise TeloError("ERR_PYTHON_FUNCTION_NOT_FOUND", f"{where}: module {module_name!r} has no {attr!r}")
+            raise TeloError(Code.PYTHON_FUNCTION_NOT_FOUND, f"{where}: module {module_name!r} has no {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise TeloError("ERR_PYTHON_FUNCTION_INVALID", f"{where}: {spec!r} is not callable")
+        raise TeloError(Code.PYTHON_FUNCTION_INVALID, f"{where}: {spec!r} is not callable")
     return obj  # type: ignore[no-any-return]
 
 
@@ -115,7 +115,7 @@ def check_domain(value: Any, where: str, ctx: StepContext | None = None, *, curr
         if ctx is not None and ctx.run_id:
             data = {"run": ctx.run_id, "path": ctx.step_path, "valuePath": exc.path}
         raise TeloError(
-            "ERR_DURABLE_UNJOURNALABLE_VALUE",
+            Code.DURABLE_UNJOURNALABLE_VALUE,
             f"{where} returned a value outside the CEL value domain: {exc.message}",
             hint="return None, bool, int, float, str, bytes, list, dict, or telo.values types; not objects or tuples",
             data=data,

@@ -156,7 +156,7 @@ class Resumer(Resource):
         it stays as it is for an operator (`telo status`, cancel, restore) or a newer worker."""
         if run not in self.unreadable:
             self.unreadable.add(run)
-            log.error("durable.resumer.unreadable", extra={"durable.run": run, "error.code": code,
+            log.error("durable.resumer.unreadable", extra={"durable.run": run, "error.code": str(code),
                                                             "error.message": message})
 
     def stop(self) -> None:

@@ -11,7 +11,7 @@ from telo.engine.context import derive, entered, root
 from telo.engine.dispatch import dispatch
 from telo.engine.interpreter import run_steps
 from telo.engine.steps import Evaluable, Step, compile_steps
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import SCOPED_RESOURCES, Resource, as_invocable
 
@@ -96,7 +96,7 @@ class Bindings:
         self.reads = {n: c.reads(v, self.names) for n, v in raw.items()}
         cycle = _cycle(self.reads)
         if cycle:
-            raise TeloError("ERR_MANIFEST_VALIDATION_FAILED",
+            raise TeloError(Code.MANIFEST_VALIDATION_FAILED,
                             f"{where}.bindings: {' → '.join(cycle)} read each other in a cycle",
                             hint="a binding may read other bindings, but not itself through them")
 
@@ -222,7 +222,7 @@ class Loop(_Body):
         if self.max_iterations is not None:
             cap = self.max_iterations.evaluate({**module, "inputs": inputs})
             if type(cap) is not int or cap < 1:
-                raise TeloError("INVALID_LOOP", f"{self.max_iterations.where}: maxIterations must be an integer "
+                raise TeloError(Code.LOOP_INVALID, f"{self.max_iterations.where}: maxIterations must be an integer "
                                 f">= 1, got {cap!r}", data={"resource": self.name})
             spec = replace(spec, max_iterations=cap)
         return await run_loop(spec, inputs, module, self.app.services)

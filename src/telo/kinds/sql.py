@@ -34,7 +34,7 @@ from telo.engine.context import current, derive, entered
 from telo.engine.interpreter import run_steps
 from telo.engine.steps import compile_steps
 from telo.engine.zones import ATOMIC, NO_SUSPEND, Zone
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.kinds import sql_drivers as drivers
 from telo.manifest import Cel, Template
 from telo.runtime.resource import Resource
@@ -111,7 +111,7 @@ class Connection(Resource):
         """A pooled autocommit connection (opened on demand). Blocking: call it from a worker thread."""
         with self._lock:
             if self._closed:
-                raise TeloError("ERR_SQL_FAILED", f"{self.kind} {self.name!r} is closed")
+                raise TeloError(Code.SQL_FAILED, f"{self.kind} {self.name!r} is closed")
             if self._idle:
                 return self._idle.pop()
         return drivers.connect(self.target)
@@ -141,7 +141,7 @@ class _OnConnection(Resource):
     def connection(self) -> Connection:
         resource = self.app.resource_for(self.config["connection"], where=f"{self.kind} {self.name!r}.connection")
         if not isinstance(resource, Connection):
-            raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{self.kind} {self.name!r}: `connection` must name a "
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{self.kind} {self.name!r}: `connection` must name a "
                             f"Sql.Connection, not {resource.kind}")
         return resource
 
@@ -276,7 +276,7 @@ async def _within(manager: AbstractContextManager[T], body: Callable[[T], Awaita
         suppressed = await loop.run_in_executor(None, ctx.run, manager.__exit__, type(exc), exc, exc.__traceback__)
         if not suppressed:
             raise
-        raise TeloError("ERR_SQL_FAILED", "the transaction swallowed its body's failure") from exc
+        raise TeloError(Code.SQL_FAILED, "the transaction swallowed its body's failure") from exc
     await loop.run_in_executor(None, ctx.run, manager.__exit__, None, None, None)
     return result
 

@@ -34,13 +34,13 @@ from itertools import count
 from pathlib import Path
 from typing import Any, Literal
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.values import Duration, Timestamp, Uint, Url, to_plain
 from telo.values.types import INT64_MAX, INT64_MIN
 
-ERR_SQL_URL_INVALID = "ERR_SQL_URL_INVALID"
-ERR_SQL_FAILED = "ERR_SQL_FAILED"
-ERR_SQL_PARAM_INVALID = "ERR_SQL_PARAM_INVALID"
+ERR_SQL_URL_INVALID = Code.SQL_URL_INVALID
+ERR_SQL_FAILED = Code.SQL_FAILED
+ERR_SQL_PARAM_INVALID = Code.SQL_PARAM_INVALID
 
 Driver = Literal["sqlite", "postgres"]
 BUSY_TIMEOUT_MS = 30_000  # as the SQLite journal: wait for another writer's lock, never fail at once

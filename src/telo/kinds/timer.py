@@ -6,7 +6,7 @@ import asyncio
 import re
 from typing import Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.runtime.resource import Resource
 
 _DELAY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
@@ -16,7 +16,7 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 def parse_delay(text: Any) -> float:
     m = _DELAY.fullmatch(text) if isinstance(text, str) else None
     if not m:
-        raise TeloError("ERR_INVALID_INPUT", f"Timer.Delay duration must look like 250ms, 2s, 1m or 1h, got {text!r}")
+        raise TeloError(Code.INVALID_INPUT, f"Timer.Delay duration must look like 250ms, 2s, 1m or 1h, got {text!r}")
     return float(m.group(1)) * _UNIT_S[m.group(2)]
 
 

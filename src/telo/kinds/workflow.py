@@ -28,7 +28,7 @@ from telo.durable.halting import halts
 from telo.engine.context import current
 from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
-from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, TeloError
+from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission
 from telo.kinds.journals import Journal
@@ -42,7 +42,7 @@ log = logging.getLogger("telo.durable")
 # How often a process waiting in-process for a time park re-reads the run (to notice a cancel or a resume).
 PARKED_RECHECK_MS = 500
 # Codes of a run whose journal or record this process cannot read: resumers skip it (resumer.Resumer._skip).
-UNREADABLE = frozenset({"ERR_DURABLE_ENTRY_UNDECODABLE", "ERR_DURABLE_JOURNAL_CORRUPT"})
+UNREADABLE = frozenset({Code.DURABLE_ENTRY_UNDECODABLE, Code.DURABLE_JOURNAL_CORRUPT})
 
 
 def default_run_id(name: str) -> str:
@@ -115,7 +115,7 @@ class Workflow(Resource):
             return default_run_id(self.name)
         run_id = self.run_id_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
         if not isinstance(run_id, str) or not run_id:
-            raise TeloError("ERR_DURABLE_RUN_ID_INVALID", f"{self.run_id_ev.where}: runId must be a non-empty string, "
+            raise TeloError(Code.DURABLE_RUN_ID_INVALID, f"{self.run_id_ev.where}: runId must be a non-empty string, "
                             f"got {run_id!r}", data={"workflow": self.name})
         return run_id
 
@@ -146,7 +146,7 @@ class Workflow(Resource):
                 body.cancel()
                 raise
             if not (await queued).admitted:
-                raise TeloError("ERR_DURABLE_RUN_EXISTS", f"run {run!r}, a freshly generated id, already exists",
+                raise TeloError(Code.DURABLE_RUN_EXISTS, f"run {run!r}, a freshly generated id, already exists",
                                 data={"run": run})
             faults.point("after-admit")
             return {"runId": run, "started": True, "status": "running"}
@@ -154,7 +154,7 @@ class Workflow(Resource):
         if not admitted.admitted:
             record = admitted.record
             if self.on_conflict == "reject":
-                raise InvokeError("ERR_DURABLE_RUN_EXISTS", f"run {run!r} already exists ({record.status})",
+                raise InvokeError(Code.DURABLE_RUN_EXISTS, f"run {run!r} already exists ({record.status})",
                                   hint="use onConflict: attach to attach to it", data={"run": run,
                                                                                        "status": record.status})
             if record.status == "completed":
@@ -165,7 +165,7 @@ class Workflow(Resource):
                 return out
             if record.status == "failed":
                 error = dict(record.error or {})
-                raise InvokeError(error.get("code") or "ERR_DURABLE_RUN_FAILED",
+                raise InvokeError(error.get("code") or Code.DURABLE_RUN_FAILED,
                                   error.get("message") or f"run {run!r} failed", data={"run": run})
             if record.status in ("cancelled", "scheduled") or run in self.active:
                 return {"runId": run, "attached": True, "status": record.status}
@@ -265,10 +265,9 @@ class Workflow(Resource):
         if record is not None and record.corrupt is not None:
             await store.release(run, fence)
             message = f"run {run!r} is damaged in the journal: {record.corrupt}"
-            log.error("durable.run.corrupt", extra={"durable.run": run, "error.code": ERR_DURABLE_JOURNAL_CORRUPT,
-                                                     "error.message": message})
-            return Execution(run, "running", error={"code": ERR_DURABLE_JOURNAL_CORRUPT, "message": message},
-                             record=record)
+            code = Code.DURABLE_JOURNAL_CORRUPT.value
+            log.error("durable.run.corrupt", extra={"durable.run": run, "error.code": code, "error.message": message})
+            return Execution(run, "running", error={"code": code, "message": message}, record=record)
         if record is not None and record.status in ("scheduled", "parked"):
             await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
         self.active.add(run)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from telo import errors
-from telo.errors import ManifestError
+from telo.errors import Code, ManifestError
 
 from .nodes import Pos
 
@@ -20,22 +20,22 @@ Severity = Literal["error", "warning"]
 
 # --- codes -----------------------------------------------------------------------------------------------
 # The aggregate code of a failed load (reference §1); also used for any schema or variable violation.
-ERR_MANIFEST_VALIDATION_FAILED = "ERR_MANIFEST_VALIDATION_FAILED"
-ERR_MANIFEST_YAML = "ERR_MANIFEST_YAML"  # YAML syntax, an unknown tag, a duplicate key
-ERR_MANIFEST_NOT_FOUND = "ERR_MANIFEST_NOT_FOUND"  # the file (or an imported library) cannot be read
-ERR_MANIFEST_INVALID_NAME = "ERR_MANIFEST_INVALID_NAME"  # a resource name or import alias off the grammar
-ERR_MANIFEST_DUPLICATE_RESOURCE = "ERR_MANIFEST_DUPLICATE_RESOURCE"
-ERR_MANIFEST_UNKNOWN_ALIAS = "ERR_MANIFEST_UNKNOWN_ALIAS"  # `X.Kind` or `!ref X.name` with X not imported
-ERR_MANIFEST_UNKNOWN_KIND = "ERR_MANIFEST_UNKNOWN_KIND"  # the alias is imported but has no such kind
-ERR_MANIFEST_UNKNOWN_MODULE = "ERR_MANIFEST_UNKNOWN_MODULE"  # an import names no built-in module or library
-ERR_MANIFEST_UNKNOWN_RESOURCE = "ERR_MANIFEST_UNKNOWN_RESOURCE"  # `!ref missing`
-ERR_MANIFEST_BARE_REFERENCE = "ERR_MANIFEST_BARE_REFERENCE"  # a plain string in a reference slot
-ERR_MANIFEST_REFERENCE_KIND = "ERR_MANIFEST_REFERENCE_KIND"  # `!ref x` where x's kind does not fit the slot
-ERR_MANIFEST_INVALID_STEP = "ERR_MANIFEST_INVALID_STEP"  # not exactly one step kind key
-ERR_MANIFEST_INCLUDE = "ERR_MANIFEST_INCLUDE"  # `!include-bytes` of an unreadable file
-ERR_MANIFEST_CEL = "ERR_MANIFEST_CEL"  # reported by the CEL checker hook
-ERR_STEP_NAME_REQUIRED = "ERR_STEP_NAME_REQUIRED"  # reference §3 / §11
-ERR_INVALID_STEP_NAME = "ERR_INVALID_STEP_NAME"  # spec §5.1 (same code as telo.paths)
+ERR_MANIFEST_VALIDATION_FAILED = Code.MANIFEST_VALIDATION_FAILED
+ERR_MANIFEST_YAML = Code.MANIFEST_YAML  # YAML syntax, an unknown tag, a duplicate key
+ERR_MANIFEST_NOT_FOUND = Code.MANIFEST_NOT_FOUND  # the file (or an imported library) cannot be read
+ERR_MANIFEST_INVALID_NAME = Code.MANIFEST_INVALID_NAME  # a resource name or import alias off the grammar
+ERR_MANIFEST_DUPLICATE_RESOURCE = Code.MANIFEST_DUPLICATE_RESOURCE
+ERR_MANIFEST_UNKNOWN_ALIAS = Code.MANIFEST_UNKNOWN_ALIAS  # `X.Kind` or `!ref X.name` with X not imported
+ERR_MANIFEST_UNKNOWN_KIND = Code.MANIFEST_UNKNOWN_KIND  # the alias is imported but has no such kind
+ERR_MANIFEST_UNKNOWN_MODULE = Code.MANIFEST_UNKNOWN_MODULE  # an import names no built-in module or library
+ERR_MANIFEST_UNKNOWN_RESOURCE = Code.MANIFEST_UNKNOWN_RESOURCE  # `!ref missing`
+ERR_MANIFEST_BARE_REFERENCE = Code.MANIFEST_BARE_REFERENCE  # a plain string in a reference slot
+ERR_MANIFEST_REFERENCE_KIND = Code.MANIFEST_REFERENCE_KIND  # `!ref x` where x's kind does not fit the slot
+ERR_MANIFEST_INVALID_STEP = Code.MANIFEST_INVALID_STEP  # not exactly one step kind key
+ERR_MANIFEST_INCLUDE = Code.MANIFEST_INCLUDE  # `!include-bytes` of an unreadable file
+ERR_MANIFEST_CEL = Code.MANIFEST_CEL  # reported by the CEL checker hook
+ERR_STEP_NAME_REQUIRED = Code.STEP_NAME_REQUIRED  # reference §3 / §11
+ERR_INVALID_STEP_NAME = Code.INVALID_STEP_NAME  # spec §5.1 (same code as telo.paths)
 # Siblings with one name share one journal path: in a durable body the second would replay the first's
 # receipt, its effect never executing — an error there; elsewhere (a Run.Sequence target) upstream lets the later
 # result overwrite the earlier, so a warning, and the interpreter refuses such a list inside a durable run.
@@ -52,6 +52,10 @@ class Diagnostic:
     pos: Pos | None
     severity: Severity = "error"
     hint: str | None = None
+
+    def __post_init__(self) -> None:
+        # A Code member becomes the exact str: diagnostics travel in ManifestLoadError.data, plain data
+        object.__setattr__(self, "code", str(self.code))
 
     def __str__(self) -> str:
         where = f"{self.pos}: " if self.pos else ""
@@ -84,6 +88,8 @@ class ManifestLoadError(ManifestError):
     message lists every error as ``file:line:col: CODE message``, one per line.
     """
 
+    default_code = Code.MANIFEST_VALIDATION_FAILED
+
     def __init__(self, source: str, diagnostics: Sequence[Diagnostic]) -> None:
         self.diagnostics: list[Diagnostic] = sorted(diagnostics, key=sort_key)
         errors = errors_of(self.diagnostics)
@@ -93,7 +99,6 @@ class ManifestLoadError(ManifestError):
         if first is not None:
             data.update(file=first.file, line=first.line, column=first.column)
         super().__init__(
-            ERR_MANIFEST_VALIDATION_FAILED,
             f"manifest {source} has {len(errors)} error{'s' if len(errors) != 1 else ''}:\n{lines}",
             data=data,
         )

@@ -18,7 +18,7 @@ from typing import Any
 from telo.clock import SYSTEM_CLOCK, Clock, uuid4_hex
 from telo.durable import operator
 from telo.durable.operator import Cancelled, Resumed
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE
@@ -67,7 +67,7 @@ def payload_from_json(text: str | None, where: str) -> Any:
     try:
         plain = json.loads(text) if text else None
     except ValueError as exc:
-        raise TeloError("ERR_DURABLE_PAYLOAD_INVALID", f"{where} is not JSON: {exc}",
+        raise TeloError(Code.DURABLE_PAYLOAD_INVALID, f"{where} is not JSON: {exc}",
                         hint='write JSON, e.g. {"approvedBy": "ada"}') from exc
     return from_plain(plain, {})
 

@@ -18,12 +18,12 @@ import os
 from collections.abc import Iterable
 
 from telo.clock import Clock
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal import open_store
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
 
-NOT_FOUND = "ERR_JOURNAL_NOT_FOUND"
+NOT_FOUND = Code.JOURNAL_NOT_FOUND
 
 
 def local_path(name: str) -> str | None:
@@ -58,7 +58,7 @@ def only_journal(journals: Iterable[Journal], where: str, hint: str) -> Journal:
     """The one journal resource of an application (``ERR_JOURNAL_AMBIGUOUS`` for none or several)."""
     found = list(journals)
     if len(found) != 1:
-        raise TeloError("ERR_JOURNAL_AMBIGUOUS", f"{where} declares {len(found)} journals", hint=hint)
+        raise TeloError(Code.JOURNAL_AMBIGUOUS, f"{where} declares {len(found)} journals", hint=hint)
     return found[0]
 
 
@@ -83,5 +83,5 @@ def open_named(journal: str | None, manifest: str | None) -> Store:
         return open_journal(journal)
     if manifest:
         return open_manifest_journal(manifest)
-    raise TeloError("ERR_JOURNAL_REQUIRED", "no journal named",
+    raise TeloError(Code.JOURNAL_REQUIRED, "no journal named",
                     hint="name a journal with --journal PATH-or-URL, or --manifest FILE")

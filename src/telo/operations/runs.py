@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from telo.clock import SYSTEM_CLOCK
 from telo.durable.operator import UnconfirmedEffect, is_held, require_run, unconfirmed_effects
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint, Event
 from telo.journal.model import RunFilter, RunPage, RunRecord
@@ -99,7 +99,7 @@ def resolve_checkpoint(store: Store, run: str, checkpoint: int | str | Checkpoin
         return int(checkpoint)
     found = [c.seq for c in eventlog.checkpoints(store, run) if c.path == checkpoint]
     if not found:
-        raise TeloError("ERR_CHECKPOINT_NOT_FOUND", f"run {run!r} has no checkpoint at {checkpoint!r}",
+        raise TeloError(Code.CHECKPOINT_NOT_FOUND, f"run {run!r} has no checkpoint at {checkpoint!r}",
                         hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their "
                         "seq numbers or paths", data={"run": run, "checkpoint": checkpoint})
     return max(found)

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import Admission
 from telo.kinds.workflow import Workflow
 from telo.runtime.app import Application
 
-NOT_FOUND = "ERR_WORKFLOW_NOT_FOUND"
+NOT_FOUND = Code.WORKFLOW_NOT_FOUND
 
 
 def find_workflow(app: Application, name: str) -> Workflow:

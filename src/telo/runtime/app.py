@@ -24,7 +24,7 @@ from telo.engine.dispatch import EventBus, dispatch
 from telo.engine.interpreter import predicate, run_steps
 from telo.engine.services import Services
 from telo.engine.steps import compile_steps
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.manifest import Cel, Manifest, ManifestLoadError, Ref, ResourceDecl, Target, load_manifest
 from telo.runtime.compiler import Compiler
 from telo.runtime.resource import SCOPED_RESOURCES, Controller, Resource, as_invocable
@@ -99,7 +99,7 @@ class Application:
             if factory is None:
                 if decl.spec.capability in ("type", "abstract"):
                     continue
-                raise TeloError("ERR_KIND_NOT_IMPLEMENTED", f"{decl.pos}: kind {decl.kind} is not implemented by "
+                raise TeloError(Code.KIND_NOT_IMPLEMENTED, f"{decl.pos}: kind {decl.kind} is not implemented by "
                                 "telo-python yet", hint="see docs/kinds.md for the kinds telo ships")
             self.decls[decl.name] = decl
             self.resources[decl.name] = resource = factory(self, decl.name, decl.config, decl.module)
@@ -116,7 +116,7 @@ class Application:
 
     def resource_for(self, ref: Any, *, where: str = "") -> Resource:
         if not isinstance(ref, Ref):
-            raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where}: expected `!ref <resource>`, got {ref!r}")
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where}: expected `!ref <resource>`, got {ref!r}")
         if ref.alias is None:
             scoped = current().extra(SCOPED_RESOURCES)
             if scoped and ref.name in scoped:
@@ -125,11 +125,11 @@ class Application:
         try:
             decl = self.manifest.resolve(ref)
         except KeyError:
-            raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where or ref.pos}: no resource {ref.text!r}",
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where or ref.pos}: no resource {ref.text!r}",
                             hint="declare it, or fix the reference") from None
         resource = self.resources.get(decl.name)
         if resource is None:
-            raise TeloError("ERR_RESOURCE_NOT_INVOKABLE", f"{where or ref.pos}: {ref.text!r} ({decl.kind}) cannot "
+            raise TeloError(Code.RESOURCE_NOT_INVOKABLE, f"{where or ref.pos}: {ref.text!r} ({decl.kind}) cannot "
                             "be dispatched", data={"resource": decl.name})
         return resource
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.manifest import Cel, Ref, Template
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class Compiler:
     def target(self, node: Any, *, where: str, step_path: Sequence[str | int], step_name: str) -> Any:
         if isinstance(node, Ref):
             return ResourceTarget(self.app, node, str(node.pos))
-        raise TeloError("ERR_RESOURCE_NOT_FOUND", f"{where}: `invoke` must be `!ref <resource>` or an inline resource",
+        raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where}: `invoke` must be `!ref <resource>` or an inline resource",
                         hint="write invoke: !ref myFunction")
 
 

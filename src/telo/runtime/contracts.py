@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import jsonschema
 
 from telo.engine.dispatch import Contract
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.manifest import Ref
 
 if TYPE_CHECKING:
@@ -66,5 +66,5 @@ def contract_for(app: Host, config: Mapping[str, Any]) -> Contract | None:
     inputs, outputs = schema_of(app, config.get("inputType")), schema_of(app, config.get("outputType"))
     if inputs is None and outputs is None:
         return None
-    return Contract(SchemaValidator(inputs, "ERR_INPUT_INVALID") if inputs is not None else None,
-                    SchemaValidator(outputs, "ERR_OUTPUT_INVALID") if outputs is not None else None)
+    return Contract(SchemaValidator(inputs, Code.INPUT_INVALID) if inputs is not None else None,
+                    SchemaValidator(outputs, Code.OUTPUT_INVALID) if outputs is not None else None)

@@ -20,7 +20,7 @@ from telo.engine.context import current
 from telo.engine.dispatch import Contract, EventBus, Invocable
 from telo.engine.interpreter import Services
 from telo.engine.steps import Evaluable, StepCompiler
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.manifest import Manifest, ResourceDecl
 
 # InvokeContext extra: the `with:`-scoped resources in reach (name -> instance), resolved before module-level ones.
@@ -130,7 +130,7 @@ class Resource:
 def as_invocable(resource: Resource) -> Invocable:
     """The resource as a dispatch target; a non-invocable one is refused by name."""
     if not resource.invocable:
-        raise TeloError("ERR_RESOURCE_NOT_INVOKABLE", f"{resource.kind} {resource.name!r} cannot be invoked",
+        raise TeloError(Code.RESOURCE_NOT_INVOKABLE, f"{resource.kind} {resource.name!r} cannot be invoked",
                         hint="invoke an invocable kind (a function, a sequence, a workflow …)",
                         data={"resource": resource.name})
     return cast(Invocable, resource)

@@ -35,7 +35,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal.model import STATUSES
 from telo.journal.store import Store
 from telo.operations import actions
@@ -47,13 +47,13 @@ T = TypeVar("T")
 
 # HTTP statuses of the TeloError codes an endpoint can meet; any other code is a 500.
 _STATUS_OF: Mapping[str, int] = {
-    "ERR_DURABLE_RUN_NOT_FOUND": 404,
-    "ERR_DURABLE_MANIFEST_CHANGED": 409,
-    "ERR_DURABLE_RUN_SETTLED": 409,
-    "ERR_DURABLE_PAYLOAD_INVALID": 400,
-    "ERR_DURABLE_TOKEN_REQUIRED": 400,
-    "ERR_INVALID_VALUE": 400,
-    "ERR_UI_CSRF": 403,
+    Code.DURABLE_RUN_NOT_FOUND: 404,
+    Code.DURABLE_MANIFEST_CHANGED: 409,
+    Code.DURABLE_RUN_SETTLED: 409,
+    Code.DURABLE_PAYLOAD_INVALID: 400,
+    Code.DURABLE_TOKEN_REQUIRED: 400,
+    Code.INVALID_VALUE: 400,
+    Code.UI_CSRF: 403,
 }
 _FORM_TYPES = ("application/x-www-form-urlencoded",)
 MAX_BODY = 1 << 20  # a payload is a JSON value for a journal entry, not an upload
@@ -144,7 +144,7 @@ class Dashboard:
         try:
             limit = int(q.get("limit", views.PAGE_SIZE))
         except ValueError:
-            raise TeloError("ERR_INVALID_VALUE", f"limit {q.get('limit')!r} is not a number") from None
+            raise TeloError(Code.INVALID_VALUE, f"limit {q.get('limit')!r} is not a number") from None
         listing = await self.call(views.list_runs, status=status, workflow=workflow, after=q.get("after"),
                                   limit=limit)
         counts = await self.call(views.count_by_status, workflow=workflow)
@@ -156,7 +156,7 @@ class Dashboard:
         async def act(body: Mapping[str, Any], is_form: bool) -> tuple[views.ActionResult, str]:
             token = body.get("token")
             if not isinstance(token, str) or not token:
-                raise TeloError("ERR_DURABLE_TOKEN_REQUIRED", "a delivery needs the token the run parked on")
+                raise TeloError(Code.DURABLE_TOKEN_REQUIRED, "a delivery needs the token the run parked on")
             raw: Any = body.get("payload")
             # A form carries the payload as JSON text; a JSON body carries it as plain JSON.
             payload = (actions.payload_from_json(str(raw or "null"), "the payload") if is_form
@@ -203,7 +203,7 @@ class Dashboard:
 
     async def on_http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        error = {"code": "ERR_UI_NOT_FOUND" if exc.status_code == 404 else f"HTTP_{exc.status_code}",
+        error = {"code": Code.UI_NOT_FOUND.value if exc.status_code == 404 else f"HTTP_{exc.status_code}",
                  "message": str(exc.detail)}
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": error}, status_code=exc.status_code)
@@ -238,27 +238,27 @@ async def _body(request: Request, is_form: bool) -> dict[str, Any]:
     body: dict[str, Any]
     declared = request.headers.get("content-length", "0")
     if not declared.isdigit() or int(declared) > MAX_BODY:  # refused before reading a byte of it
-        raise TeloError("ERR_INVALID_VALUE", f"the request body must be at most {MAX_BODY} bytes")
+        raise TeloError(Code.INVALID_VALUE, f"the request body must be at most {MAX_BODY} bytes")
     raw = await request.body()
     if len(raw) > MAX_BODY:
-        raise TeloError("ERR_INVALID_VALUE", f"the request body is larger than {MAX_BODY} bytes")
+        raise TeloError(Code.INVALID_VALUE, f"the request body is larger than {MAX_BODY} bytes")
     if is_form:
         # The pages' forms are urlencoded; parsed here rather than through python-multipart, one dependency less.
         try:
             body = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100))
         except (UnicodeDecodeError, ValueError) as exc:
-            raise TeloError("ERR_INVALID_VALUE", f"the form is not urlencoded UTF-8: {exc}") from exc
+            raise TeloError(Code.INVALID_VALUE, f"the form is not urlencoded UTF-8: {exc}") from exc
     else:
         try:
             parsed = json.loads(raw) if raw.strip() else {}
         except ValueError as exc:
-            raise TeloError("ERR_INVALID_VALUE", f"the request body is not JSON: {exc}") from exc
+            raise TeloError(Code.INVALID_VALUE, f"the request body is not JSON: {exc}") from exc
         if not isinstance(parsed, dict):
-            raise TeloError("ERR_INVALID_VALUE", "the request body must be a JSON object")
+            raise TeloError(Code.INVALID_VALUE, "the request body must be a JSON object")
         body = parsed
     supplied = body.get(CSRF_FIELD)
     if not csrf_ok(request, supplied if isinstance(supplied, str) else None):
-        raise TeloError("ERR_UI_CSRF", "cross-site request refused: POST from the dashboard's own pages, send "
+        raise TeloError(Code.UI_CSRF, "cross-site request refused: POST from the dashboard's own pages, send "
                         "its Origin, or authenticate with 'Authorization: Bearer <token>'")
     return body
 

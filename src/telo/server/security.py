@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from telo.clock import token_urlsafe
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 
 SESSION_COOKIE: Final = "telo_ui_session"
 CSRF_COOKIE: Final = "telo_ui_csrf"
@@ -62,7 +62,7 @@ def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve a non-loopback address without a token: the dashboard can deliver, cancel and resume."""
     if not is_loopback(host) and not token:
         raise TeloError(
-            "ERR_UI_TOKEN_REQUIRED",
+            Code.UI_TOKEN_REQUIRED,
             f"binding {host!r} would expose the dashboard beyond this machine without a token",
             hint="pass --token (or set TELO_UI_TOKEN), or bind 127.0.0.1",
         )
@@ -102,13 +102,13 @@ class Guard:
         cookies_out: list[str] = []
         if self.token is None:
             if not is_loopback(_host_name(request.headers.get("host", ""))):
-                await _deny(scope, send, 421, "ERR_UI_HOST_REFUSED",
+                await _deny(scope, send, 421, Code.UI_HOST_REFUSED,
                             "this dashboard answers loopback host names only (it has no token)")
                 return
         else:
             via = self._authenticated(request)
             if via is None:
-                await _deny(scope, send, 401, "ERR_UI_TOKEN_REQUIRED",
+                await _deny(scope, send, 401, Code.UI_TOKEN_REQUIRED,
                             "this dashboard requires its token: send 'Authorization: Bearer <token>', "
                             "or open it once with ?token=<token>")
                 return

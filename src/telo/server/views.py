@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from telo import paths
 from telo.clock import SYSTEM_CLOCK
-from telo.errors import TeloError
+from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Event, EventKind
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
@@ -58,7 +58,7 @@ def run_summary(record: RunRecord) -> dict[str, Any]:
     if record.error:
         out["error"] = dict(record.error)
     if record.corrupt is not None:
-        out["corrupt"] = {"code": "ERR_DURABLE_JOURNAL_CORRUPT", "message": record.corrupt}
+        out["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     return out
 
 
@@ -66,7 +66,7 @@ def list_runs(store: Store, *, status: str | None = None, workflow: str | None =
               limit: int = PAGE_SIZE) -> dict[str, Any]:
     """One page of runs, newest first, with the cursor of the next page (None on the last)."""
     if status is not None and status not in STATUSES:
-        raise TeloError("ERR_INVALID_VALUE", f"unknown status {status!r}", hint=f"use one of {', '.join(STATUSES)}")
+        raise TeloError(Code.INVALID_VALUE, f"unknown status {status!r}", hint=f"use one of {', '.join(STATUSES)}")
     limit = max(1, min(limit, MAX_PAGE_SIZE))
     page = runs.list_runs(store, RunFilter(status=status, workflow=workflow or None, limit=limit, after=after or None))
     return {"runs": [run_summary(r) for r in page.runs], "next": page.next, "status": status,

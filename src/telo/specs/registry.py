@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from telo.errors import ManifestError
+from telo.errors import Code, ManifestError
 
 from .model import KindSpec, ModuleSpec
 from .tables import BUILTIN_KINDS, BUILTIN_MODULES
 
-ERR_MANIFEST_UNKNOWN_MODULE = "ERR_MANIFEST_UNKNOWN_MODULE"
+ERR_MANIFEST_UNKNOWN_MODULE = Code.MANIFEST_UNKNOWN_MODULE
 
 # --- resolving an import reference -----------------------------------------------------------------------
 _OCI = re.compile(r"oci://(?P<path>[^@\s]+?)(?:@(?P<version>[^/\s]+))?")
