@@ -164,3 +164,19 @@ def test_a_lease_that_may_have_lapsed_unseen_is_renewed_before_the_next_effect()
     with pytest.raises(ClaimLost):
         asyncio.run(renewal.check())
     renewal.stop()
+
+
+def test_a_paused_holder_waking_after_its_successor_finished_the_run_stops_before_its_next_effect() -> None:
+    """Found by the random-kill suite under load: a process paused past its lease woke to find the run taken
+    over AND completed by another (no claim left, fence moved on); the refused renewal read "no claim" as
+    "released by me" and the body went on starting effects its successor had executed (5 of one run)."""
+    claims = _Claims()
+    claims.renew = lambda *a: False  # type: ignore[method-assign]  # refused: the fence moved on
+    claims.read_run = lambda run: RunRecord(run, "completed", fence=ME.token + 1)  # type: ignore[method-assign]
+    store: Any = claims
+    renewal = renewals.renew_while_executing(store, "finished", ME, SYSTEM_CLOCK, 60_000)
+    renewal.confirmed -= 50  # paused for 50 s of a 60 s lease
+    with pytest.raises(ClaimLost) as caught:
+        asyncio.run(renewal.check())
+    assert caught.value.data["currentToken"] == ME.token + 1
+    renewal.stop()

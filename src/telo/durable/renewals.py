@@ -92,8 +92,12 @@ class Renewal:
             return True
         record = store.read_run(self.run)
         claim = None if record is None else record.claim
-        if claim is None:  # released or settled (by this execution, racing its renewal; or by an operator):
-            return True    # no other execution holds it — the next fenced write says what happened
+        granted_since = record is not None and record.fence > self.fence.token
+        if claim is None and not granted_since:  # released or settled by this execution, racing its renewal,
+            return True  # or by an operator: nobody else was granted the run — the next fenced write says what happened
+        # Held by another execution — or granted to one since ours, which has already settled or released it (a
+        # process paused past its lease finds the run finished by its successor): lost all the same, so the
+        # effect about to start must not.
         self.lost = fence_refused(self.run, self.fence, "renewing the claim", claim.holder if claim else None,
                                   None if record is None else record.fence)
         log.warning("durable.claim.lost", extra={"durable.run": self.run, "durable.holder": self.fence.holder,
