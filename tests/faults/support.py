@@ -192,6 +192,35 @@ class Payments:
             time.sleep(0.01)
         raise AssertionError(f"no {step!r} line from pid {pid} within {timeout} s; ledger: {self.lines()}")
 
+    def pause(self, proc: Proc, attempts: int = 50) -> None:
+        """SIGSTOP ``proc`` at a moment it holds no SQLite write transaction.
+
+        SQLite has one writer per file: a process stopped inside its write transaction (a claim renewal, a batch
+        commit) keeps every other process from writing the journal until it continues — B would wait out the
+        pause ("database is locked") however long it lasts, as any SQLite application would. What these tests
+        pause is a holder between writes, so a stop that lands inside one is undone and tried again.
+        """
+        for _ in range(attempts):
+            proc.signal(signal.SIGSTOP)
+            if self.kind != "sqlite" or self._sqlite_writable():
+                return
+            proc.signal(signal.SIGCONT)
+            time.sleep(0.02)
+        raise AssertionError(f"{proc.label} held the SQLite write lock at each of {attempts} pauses")
+
+    def _sqlite_writable(self) -> bool:
+        import sqlite3
+
+        conn = sqlite3.connect(self.spec.location, timeout=0.3, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            conn.close()
+
     def record(self, run: str) -> RunRecord:
         with self.open() as store:
             record = store.read_run(run)

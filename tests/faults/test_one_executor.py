@@ -35,7 +35,7 @@ def test_a_holder_paused_past_its_lease_never_charges_again(kind: str, payments:
     run = "pay:paused"
     a = flow.run(run, label="a", env={"FAULT_PREPARE_MS": "1500"})
     flow.wait_for_line("prepare", a.pid)
-    a.signal(signal.SIGSTOP)  # paused inside its idempotent step, holding the claim
+    flow.pause(a)  # paused inside its idempotent step, holding the claim (between two journal writes)
     try:
         time.sleep(LEASE_S * 2.5)
         b = flow.worker(label="b")
