@@ -77,7 +77,9 @@ def _layer(module: str) -> int:
     best, rank = -1, -1
     for i, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+            # "telo" names the package's own __init__ only: a new top-level module must be given its row.
+            within = module.startswith(prefix + ".") and prefix != "telo"
+            if (module == prefix or within) and len(prefix) > best:
                 best, rank = len(prefix), i
     return rank
 
