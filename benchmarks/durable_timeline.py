@@ -95,11 +95,11 @@ def instrument(marks: Marks) -> None:
         finally:
             marks.waited += time.perf_counter() - t0
 
-    run_batch = writer.GroupCommitWriter._execute
+    run_batch = writer.SqliteBatches.execute
 
-    def timed_batch(self: Any, live: list[Any]) -> None:
+    def timed_batch(self: Any, live: list[Any], stats: Any) -> None:
         t0 = time.perf_counter()
-        run_batch(self, live)
+        run_batch(self, live, stats)
         marks.batches.append((time.perf_counter() - t0, len(live)))
 
     workflow.Workflow.invoke = timed_invoke  # type: ignore[method-assign]
@@ -107,7 +107,7 @@ def instrument(marks: Marks) -> None:
     execute._complete = timed_complete
     handle.LocalRunHandle.step = timed_step  # type: ignore[method-assign]
     handle.LocalRunHandle._settle = timed_settle  # type: ignore[method-assign]
-    writer.GroupCommitWriter._execute = timed_batch  # type: ignore[method-assign]
+    writer.SqliteBatches.execute = timed_batch  # type: ignore[method-assign]
 
 
 async def main(args: argparse.Namespace) -> None:

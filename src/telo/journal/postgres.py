@@ -5,58 +5,60 @@ Format-compatible with the upstream ``DurableJournalPostgres.Journal``: the same
 version is a legacy row holding plain JSON with ``{"$bigint": "…"}``), and the same conditional statements
 for first-writer-wins appends, claims and due runs, so telo and upstream processes can share one journal.
 
-Transactions (reference §7 "Transactions"): lifecycle calls (admit, complete, park, unpark, claim, release,
-update_run, due_runs) always run on their own autocommit connection, because they describe the run rather
-than its work and must not vanish with a rolled-back body. Appends and reads join the transaction opened
-by :meth:`PostgresStore.transaction` when one is ambient in the calling context, so a ``Sql.Transaction``
-body on that connection is journaled per step and a rollback discards its entries with its effects.
+Connections (docs/design.md "PostgreSQL connections"): each store holds ONE writer connection, a pool of at
+most ``pool_size`` connections for reads, sweeps, renewals and joinable transactions, and — while anything
+listens for wake-ups — one LISTEN connection.
+
+- **Writes** go through one writer thread per store that commits whatever is queued in one transaction
+  (:mod:`telo.journal.group_commit`, :mod:`telo.journal.postgres_writer`): the appends, admissions,
+  completions, parks, claims and unparks of every run in flight share one commit and, kind by kind, one
+  ``unnest`` statement. So the store is a :class:`~telo.journal.store.GroupCommitStore`: an event loop queues
+  its writes without a thread each, and an execution's entries may be deferred to the group commit with the
+  barriers of docs/guarantees.md, as on SQLite.
+- **Transactions** (reference §7 "Transactions"): lifecycle writes never join an ambient transaction — they
+  describe the run rather than its work and must not vanish with a rolled-back body. Appends and reads join
+  the transaction opened by :meth:`PostgresStore.transaction` when one is ambient in the calling context, so
+  a ``Sql.Transaction`` body on that connection is journaled per step and a rollback discards its entries with
+  its effects.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable, Iterator, Mapping
+import asyncio
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import dict_row
-from psycopg.sql import Composed
 from psycopg_pool import ConnectionPool
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.errors import Code, JournalCorrupt, JournalError
-from telo.journal import cancels, paging
-from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
-from telo.journal.integrity import checksum
-from telo.journal.model import (
-    Admission,
-    AdmitResult,
-    Entry,
-    Outcome,
-    Parked,
-    RunFilter,
-    RunPage,
-    RunRecord,
-)
-from telo.journal.postgres_rows import columns_for, db_errors, dump, entry_from_row, entry_params, record_from_row
+from telo.errors import Code, JournalError
+from telo.journal import cancels
+from telo.journal import postgres_ops as ops
+from telo.journal.chain import WriteChain
+from telo.journal.claims import Fence
+from telo.journal.columns import TargetTexts
+from telo.journal.columns import json_text as dump
+from telo.journal.group_commit import GroupCommitWriter, WriterStats
+from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
+from telo.journal.postgres_groups import append_group
+from telo.journal.postgres_reads import PgReads
+from telo.journal.postgres_rows import db_errors
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
 from telo.journal.postgres_sql import PgSql
 from telo.journal.postgres_tx import ambient_of, joined, open_transaction
-from telo.journal.postgres_wake import CONNECT_OPTIONS, WakeListener
-from telo.journal.rules import unknown_run
-from telo.journal.store import Store, StoreTransaction, WakeCallback
+from telo.journal.postgres_wake import CONNECT_OPTIONS, WakeHub
+from telo.journal.postgres_writer import PgBatches
+from telo.journal.store import GroupCommitStore, Store, StoreTransaction, WakeCallback
 
-log = logging.getLogger("telo.journal.postgres")
+T = TypeVar("T")
+
+DEFAULT_POOL_SIZE = 4
 
 
-class PostgresStore(Store):
-    """A journal in two PostgreSQL tables named by ``table`` (reference §7; upstream default prefix).
-
-    It has no group commit of its own (every call is a round trip on a pooled connection, which the server
-    commits), so it is not a :class:`~telo.journal.store.GroupCommitStore`: an event loop hands its calls to
-    worker threads (:mod:`telo.durable.aio`)."""
+class PostgresStore(PgReads, Store, GroupCommitStore):
+    """A journal in two PostgreSQL tables named by ``table`` (reference §7; upstream default prefix)."""
 
     kind = "postgres"
 
@@ -68,13 +70,11 @@ class PostgresStore(Store):
         create_table: bool = True,
         notify_channel: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        pool_size: int = 8,
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> None:
         self._names = names = names_for(table, notify_channel)
         self._url = url
         self._clock = clock
-        self._lock = threading.Lock()
-        self._listeners: set[WakeListener] = set()
         # A plain connection first: an unreachable server fails here at once, not after a pool timeout.
         with db_errors("open the journal"), psycopg.connect(url, autocommit=True, **CONNECT_OPTIONS) as conn:
             if create_table:
@@ -97,12 +97,27 @@ class PostgresStore(Store):
             # A connection the server dropped while idle is replaced on checkout instead of failing a write.
             check=ConnectionPool.check_connection,
             name=f"telo-{names.prefix}",
-            num_workers=2,
+            num_workers=1,
             open=True,
         )
         self._q = PgSql.for_names(names)
+        self._targets = TargetTexts()
+        groups = ((ops.PgAdmit, ops.admit_group), (ops.PgAppend, append_group), (ops.PgComplete, ops.complete_group))
+        self._writer = GroupCommitWriter(PgBatches(self._writer_connection, groups), f"telo-pg-writer:{names.prefix}")
+        self._wake = WakeHub(url, names.channel)
+        # status_async: per event loop, the runs whose status was asked for in this loop iteration
+        self._status_asks: dict[asyncio.AbstractEventLoop, dict[str, list[asyncio.Future[str | None]]]] = {}
 
-    # --- plumbing ---------------------------------------------------------------------------------------
+    def _writer_connection(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self._url, autocommit=True, **CONNECT_OPTIONS)
+
+    @property
+    def stats(self) -> WriterStats:
+        """Group-commit counters: ``commits`` (of which ``inline_commits``), ``ops``, ``max_batch``,
+        ``failed_ops``, ``failed_batches``."""
+        return self._writer.stats
+
+    # --- plumbing: where a call runs ---------------------------------------------------------------------
 
     @contextmanager
     def _conn(self, *, join: bool) -> Iterator[psycopg.Connection[Any]]:
@@ -114,251 +129,173 @@ class PostgresStore(Store):
         with self._pool.connection() as conn:
             yield conn
 
-    def _one(
-        self, query: Composed, params: Mapping[str, Any] | tuple[Any, ...], *, join: bool, action: str
-    ) -> dict[str, Any] | None:
-        with db_errors(action), self._conn(join=join) as conn, conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(query, params).fetchone()
+    def _write(self, what: str, fn: Callable[[psycopg.Connection[Any]], T], *, isolated: bool = False) -> T:
+        """A write through the group commit (blocking until its batch committed)."""
+        with db_errors(what):
+            return self._writer.call(fn, isolated=isolated)
 
-    def _notify(self, run: str) -> None:
-        """NOTIFY the wake channel (best effort: a lost wake-up only delays a resumer until its sweep)."""
-        try:
-            with self._pool.connection() as conn:
-                conn.execute("SELECT pg_notify(%s, %s)", (self._names.channel, run))
-        except psycopg.Error as exc:
-            log.warning("journal.postgres.notify_failed", extra={"durable.run": run, "error.message": str(exc)})
+    def _entry_write(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """An entry write: joins the ambient transaction if there is one, else goes to the group commit."""
+        tx = ambient_of(self)
+        if tx is None:
+            return self._write("append a journal entry", fn)
+        with db_errors("append a journal entry"):
+            return fn(tx.connection)
+
+    def _queued(self, fn: Callable[[psycopg.Connection[Any]], T]) -> asyncio.Future[T]:
+        """A write queued for the group commit by a caller on an event loop (on its thread)."""
+        return self._writer.submit_async(fn, isolated=False)
 
     # --- runs -------------------------------------------------------------------------------------------
 
-    def admit(self, admission: Admission) -> AdmitResult:
-        now = self._clock.now_ms()
-        params = {
-            "run": admission.run,
-            "status": admission.status,
-            "due_at": admission.due_at,
-            "inputs": admission.inputs,
-            "inputs_v": admission.inputs_v,
-            "workflow": admission.workflow,
-            "digest": admission.manifest_digest,
-            "scope": admission.digest_scope,
-            "now": now,
-        }
-        row = self._one(self._q.admit, params, join=False, action="admit a run")
-        if row is not None:
-            # A scheduled run that is already due is worth a wake-up; a future one is found by the sweep,
-            # and a running one is executed by its admitter, which claims it right away.
-            if admission.status == "scheduled" and admission.due_at is not None and admission.due_at <= now:
-                self._notify(admission.run)
-            return AdmitResult(True, record_from_row(row))
-        existing = self._one(self._q.select_run, (admission.run,), join=False, action="read a run")
-        if existing is None:  # deleted between the conflict and the read: nothing sane to answer
-            raise JournalError(Code.JOURNAL_FAILED, f"run {admission.run!r} vanished while being admitted")
-        return AdmitResult(False, record_from_row(existing))
+    def admit(self, admission: Admission, *, claim: Claim | None = None) -> AdmitResult:
+        """``claim``: the new run's first claim, written with its row (a run started by this process is
+        executed by it). A run that already exists keeps its claim, whatever it is."""
+        return self._write("admit a run", ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
 
-    def read_run(self, run: str) -> RunRecord | None:
-        row = self._one(self._q.select_run, (run,), join=True, action="read a run")
-        return None if row is None else record_from_row(row)
+    def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
+        return self._queued(ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
 
-    def _update(self, run: str, query: Composed, params: Mapping[str, Any], action: str,
-                fence: Fence | None = None) -> RunRecord:
-        """One UPDATE of the run's row — with ``fence`` (``query`` its fenced statement), only while the run's
-        claim is the fence's (the UPDATE's row lock and its re-check of the condition make that exact against a
-        concurrent takeover)."""
-        if fence is not None:
-            params = {**params, "f_holder": fence.holder, "f_token": fence.token}
-        row = self._one(query, {**params, "run": run}, join=False, action=action)
-        if row is None:
-            if fence is not None:
-                self._refuse(run, fence, action)
-            raise unknown_run(run)
-        return record_from_row(row)
+    def _complete_op(self, run: str, o: Outcome, chain: WriteChain | None, fence: Fence | None) -> ops.PgComplete:
+        row = (run, o.status, o.result, o.result_v, dump(dict(o.error)) if o.error else None, o.collapsed_regions,
+               dump(list(o.collapse_reasons)), o.replayed_steps, self._clock.now_ms())
+        return ops.PgComplete(self._q, run, row, chain, fence)
 
-    def _refuse(self, run: str, fence: Fence, what: str) -> None:
-        """Raise ``ClaimLost`` for a fenced write that found another claim (returns for an unknown run)."""
-        row = self._one(self._q.claim_of, (run,), join=False, action="read a claim")
-        if row is not None:
-            raise fence_refused(run, fence, what, row["claim_holder"], row["claim_fence"])
-
-    def complete(self, run: str, outcome: Outcome, *, fence: Fence | None = None) -> RunRecord:
-        record = self._update(
-            run,
-            self._q.complete if fence is None else self._q.complete_fenced,
-            {
-                "status": outcome.status,
-                "result": outcome.result,
-                "result_v": outcome.result_v,
-                "error": dump(dict(outcome.error)) if outcome.error else None,
-                "regions": outcome.collapsed_regions,
-                "reasons": dump(list(outcome.collapse_reasons)),
-                "replayed": outcome.replayed_steps,
-                "now": self._clock.now_ms(),
-            },
-            "settle a run",
-            fence,
-        )
+    def complete(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
+                 fence: Fence | None = None) -> RunRecord:
+        record = self._write("settle a run", self._complete_op(run, outcome, chain, fence))
         if outcome.status == "cancelled":
             cancels.notice()
         return record
 
-    def park(self, run: str, parked: Parked, *, fence: Fence | None = None) -> RunRecord:
-        return self._update(
-            run,
-            self._q.park if fence is None else self._q.park_fenced,  # fenced: the claim is kept
-            {
-                "path": parked.path,
-                "resource": parked.resource,
-                "token": parked.token,
-                "reason": parked.reason,
-                "at": parked.at,
-                "now": self._clock.now_ms(),
-            },
-            "park a run",
-            fence,
-        )
+    def complete_async(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
+                       fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        future = self._queued(self._complete_op(run, outcome, chain, fence))
+        if outcome.status == "cancelled":
+            cancels.notice(future)
+        return future
+
+    def park(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
+             fence: Fence | None = None) -> RunRecord:
+        return self._write("park a run", ops.park(self._q, run, parked, self._clock.now_ms(), chain, fence))
+
+    def park_async(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
+                   fence: Fence | None = None) -> asyncio.Future[RunRecord]:
+        return self._queued(ops.park(self._q, run, parked, self._clock.now_ms(), chain, fence))
 
     def unpark(self, run: str) -> bool:
-        with db_errors("unpark a run"), self._pool.connection() as conn:
-            changed = conn.execute(self._q.unpark, (self._clock.now_ms(), run)).rowcount > 0
-        if changed:
-            self._notify(run)
-        return changed
+        return self._write("unpark a run", ops.unpark(self._q, run, self._clock.now_ms()))
+
+    def unpark_async(self, run: str) -> asyncio.Future[bool]:
+        return self._queued(ops.unpark(self._q, run, self._clock.now_ms()))
 
     def update_run(self, run: str, *, fence: Fence | None = None, **changes: Any) -> RunRecord:
-        columns = {"updated_at": self._clock.now_ms(), **columns_for(changes)}
-        query = self._q.update(columns, fenced=fence is not None)
-        params = {**columns, "run": run}
-        if fence is not None:
-            params.update(f_holder=fence.holder, f_token=fence.token)
-        row = self._one(query, params, join=False, action="update a run")
-        if row is None:
-            if fence is not None:
-                self._refuse(run, fence, "a record update")
-            raise unknown_run(run)
-        return record_from_row(row)
-
-    def run_parked_on(self, token: str) -> RunRecord | None:
-        row = self._one(self._q.parked_on, (token,), join=True, action="find a parked run")
-        return None if row is None else record_from_row(row)
-
-    def _dead_local_holders(self, conn: psycopg.Connection[Any], now_ms: int) -> list[str]:
-        """Holders of live-looking claims that are dead processes on this host (claims.holder_is_dead).
-
-        Only a handful of distinct holders exist (one per workflow instance and resumer), so they are
-        checked in Python and handed back to SQL as a list, keeping the due query's LIMIT exact.
-        """
-        rows = conn.execute(self._q.dead_holder_candidates, (now_ms, f"@{this_host()}:")).fetchall()
-        return [r[0] for r in rows if holder_is_dead(r[0])]
-
-    def due_runs(self, now_ms: int, limit: int) -> list[str]:
-        # A short transaction of its own: SKIP LOCKED passes over rows a concurrent sweep is looking at.
-        with db_errors("look for due runs"), self._pool.connection() as conn, conn.transaction():
-            dead = self._dead_local_holders(conn, now_ms)
-            rows = conn.execute(self._q.due, {"now": now_ms, "dead": dead, "limit": max(limit, 0)}).fetchall()
-        return [r[0] for r in rows]
-
-    def list_runs(self, flt: RunFilter) -> RunPage:
-        where: list[str] = []
-        params: dict[str, Any] = {"limit": max(flt.limit, 0) + 1}
-        if flt.status is not None:
-            where.append("status = %(status)s")
-            params["status"] = flt.status
-        if flt.workflow is not None:
-            where.append("workflow = %(workflow)s")
-            params["workflow"] = flt.workflow
-        if flt.since is not None:
-            where.append("COALESCE(created_at, 0) >= %(since)s")
-            params["since"] = flt.since
-        if flt.after is not None:
-            params["c_at"], params["c_run"] = paging.decode_cursor(flt.after)
-            where.append('(COALESCE(created_at, 0), run COLLATE "C") < (%(c_at)s, %(c_run)s)')
-        query = self._q.list_runs(where)
-        with db_errors("list runs"), self._conn(join=True) as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(query, params).fetchall()
-        records = [record_from_row(r) for r in rows]
-        page, more = records[: flt.limit], len(records) > flt.limit
-        return RunPage(page, paging.encode_cursor(page[-1]) if more and page else None)
+        op = ops.record_update(self._q, run, changes, self._clock.now_ms(), fence)
+        return self._write("update a run", op)
 
     # --- claims -----------------------------------------------------------------------------------------
 
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
-        q = self._q
-        params = {"h": holder, "until": now_ms + ttl_ms, "run": run, "now": now_ms}
-        with db_errors("claim a run"), self._pool.connection() as conn:
-            granted = conn.execute(q.claim, params).fetchone()
-            if granted is not None:
-                return int(granted[0])
-            current = conn.execute(q.claim_current, (run,)).fetchone()
-            if current is None:
-                return None
-            other, until = current
-            if not isinstance(other, str) or not holder_is_dead(other):
-                return None
-            # Its holder is a dead process on this host: take over now rather than waiting out the TTL, but
-            # only if the claim is still the one we judged (compare-and-set against a concurrent taker).
-            taken = conn.execute(q.claim_from, {**params, "other": other, "was": until}).fetchone()
-            return None if taken is None else int(taken[0])
+        return self._write("claim a run", ops.claim(self._q, run, holder, ttl_ms, now_ms))
+
+    def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
+        return self._queued(ops.claim(self._q, run, holder, ttl_ms, now_ms))
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
+        # On a pooled connection, not through the writer: a renewal may wait for the row lock of a joinable
+        # transaction of this very process (a Sql.Transaction journaling into the run), and the writer's
+        # transaction, which carries every run's writes, must not wait with it.
         with db_errors("renew a claim"), self._pool.connection() as conn:
             return conn.execute(self._q.renew, (now_ms + ttl_ms, run, fence.holder, fence.token)).rowcount > 0
 
     def release(self, run: str, holder: str, token: int | None = None) -> None:
-        query = self._q.release if token is None else self._q.release_fenced
-        with db_errors("release a claim"), self._pool.connection() as conn:
-            conn.execute(query, (run, holder) if token is None else (run, holder, token))
+        self._write("release a claim", ops.release(self._q, run, holder, token))
 
     def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
-        """One transaction: the parked run's row locked (a racing delivery waits, then finds it unparked), the
-        entry stored at its park path unless one is there, the run unparked."""
-        q = self._q
-        with db_errors("deliver to a parked run"), self._pool.connection() as conn, conn.transaction():
-            row = conn.execute(q.deliver_find, (token,)).fetchone()
-            if row is None:
-                return None
-            run, path = row
-            crc = checksum(Entry(path, "step", value, v, None, None))
-            if conn.execute(q.deliver_insert, (run, path, value, v, crc)).fetchone() is None:
-                return None  # another delivery stored its payload first
-            conn.execute(q.deliver_unpark, (self._clock.now_ms(), run))
-        self._notify(run)
-        return str(run)
+        """One transaction (a SAVEPOINT of a batch): the parked run's row locked, the entry stored at its park
+        path unless one is there, the run unparked, a wake-up sent."""
+        op = ops.deliver(self._q, token, value, v, self._clock.now_ms())
+        return self._write("deliver to a parked run", op, isolated=True)
 
     # --- entries ----------------------------------------------------------------------------------------
 
-    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
-        # first writer wins; a fenced append is refused once the run's claim is not the fence's (PgSql.append*)
-        q = self._q
-        params = entry_params(run, entry)
-        if fence is not None:
-            params.update(f_holder=fence.holder, f_token=fence.token)
-        with db_errors("append a journal entry"), self._conn(join=True) as conn:
-            row = conn.execute(q.append if fence is None else q.append_fenced, params).fetchone()
-            if row is not None:
-                return entry.with_seq(row[0])
-            if fence is not None:
-                claim = conn.execute(q.claim_of, (run,)).fetchone()
-                if claim is not None and (claim[0] != fence.holder or claim[1] != fence.token):
-                    raise fence_refused(run, fence, f"the entry at {entry.path!r}", claim[0], claim[1])
-            with conn.cursor(row_factory=dict_row) as cur:
-                first = cur.execute(q.select_entry, (run, entry.path)).fetchone()
-            if first is not None:
-                return entry_from_row(run, first)  # first writer wins: hand back what is stored
-            exists = conn.execute(q.run_exists, (run,)).fetchone()
-        if exists is None:
-            raise unknown_run(run)
-        raise JournalCorrupt(
-            f"journal entry {entry.path!r} of run {run!r} conflicted on write but cannot be read back",
-            data={"run": run, "path": entry.path},
-        )
+    def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None, *,
+                   fence: Fence | None = None) -> ops.PgAppend:
+        return ops.PgAppend(self._q, run, entry, self._targets.text(entry.target), chain, fence)
 
-    def read_entries(self, run: str) -> list[Entry]:
-        with db_errors("read journal entries"), self._conn(join=True) as c, c.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(self._q.select_entries, (run,)).fetchall()
-        return [entry_from_row(run, r) for r in rows]
+    def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
+        return self._entry_write(self._append_op(run, entry, fence=fence))
+
+    def submit_append_async(self, run: str, entry: Entry, *, fence: Fence | None = None) -> asyncio.Future[Entry]:
+        return self._submit_async(self._append_op(run, entry, fence=fence))
+
+    def submit_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
+        return self._submit_async(self._append_op(run, entry, chain))
+
+    def _submit_async(self, op: ops.PgAppend) -> asyncio.Future[Entry]:
+        tx = ambient_of(self)
+        if tx is None:
+            return self._queued(op)
+        done: asyncio.Future[Entry] = asyncio.get_running_loop().create_future()
+        try:  # inside an ambient transaction the append runs at once, on its connection
+            with db_errors("append a journal entry"):
+                done.set_result(op(tx.connection))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def commit_queued(self) -> bool:
+        """Commit the queued writes on the calling thread if the writer thread is not at it (see
+        ``GroupCommitWriter.commit_queued``); False if it is."""
+        with db_errors("commit queued journal writes"):
+            return self._writer.commit_queued()
 
     def truncate_before(self, run: str, seq: int) -> int:
         with db_errors("truncate journal entries"), self._conn(join=True) as conn:
             return conn.execute(self._q.truncate, (run, seq)).rowcount
+
+    # --- status reads for cancel checks ------------------------------------------------------------------
+
+    def read_statuses(self, runs: list[str]) -> dict[str, str]:
+        """The status of each of ``runs`` that exists, read at once (the cancel checks of many runs)."""
+        with db_errors("read run statuses"), self._conn(join=True) as conn:
+            return {str(run): str(status) for run, status in conn.execute(self._q.statuses, (runs,)).fetchall()}
+
+    def status_async(self, run: str) -> asyncio.Future[str | None]:
+        """The run's status (None if unknown), for a caller on an event loop (called on its thread): the asks
+        of one loop iteration share ONE query, made on a worker thread (a round trip must not block the loop).
+        Inside an ambient transaction it is read at once, on that transaction's connection."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str | None] = loop.create_future()
+        if ambient_of(self) is not None:
+            try:
+                future.set_result(self.read_statuses([run]).get(run))
+            except Exception as exc:
+                future.set_exception(exc)
+            return future
+        asks = self._status_asks.get(loop)
+        if asks is None:
+            asks = self._status_asks[loop] = {}
+            loop.call_soon(self._answer_statuses, loop)
+        asks.setdefault(run, []).append(future)
+        return future
+
+    def _answer_statuses(self, loop: asyncio.AbstractEventLoop) -> None:
+        asks = self._status_asks.pop(loop, {})
+        reading = loop.run_in_executor(None, self.read_statuses, list(asks))
+
+        def answer(done: asyncio.Future[dict[str, str]]) -> None:
+            error = done.exception()
+            for run, futures in asks.items():
+                for future in futures:
+                    if future.done():
+                        continue
+                    if error is not None:
+                        future.set_exception(error)
+                    else:
+                        future.set_result(done.result().get(run))
+
+        reading.add_done_callback(answer)
 
     # --- transactions, wake-ups, lifecycle -------------------------------------------------------------
 
@@ -380,20 +317,16 @@ class PostgresStore(Store):
         return joined(self, tx)
 
     def subscribe_wake(self, callback: WakeCallback) -> Callable[[], None] | None:
-        listener = WakeListener(self._url, self._names.channel, callback)
-        with self._lock:
-            self._listeners.add(listener)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                self._listeners.discard(listener)
-            listener.stop()
-
-        return unsubscribe
+        """``callback(run)`` for each run NOTIFYed due; every subscriber of this store shares one LISTEN
+        connection (:class:`telo.journal.postgres_wake.WakeHub`)."""
+        return self._wake.subscribe(callback)
 
     def close(self) -> None:
-        with self._lock:
-            listeners, self._listeners = list(self._listeners), set()
-        for listener in listeners:
-            listener.stop()
+        """Finish every queued write, stop the writer and the listener, close the connections. Idempotent."""
+        self._writer.close()
+        self._wake.close()
         self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+

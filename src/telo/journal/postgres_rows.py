@@ -17,6 +17,7 @@ import psycopg
 
 from telo.errors import Code, JournalCorrupt, JournalError
 from telo.journal.columns import json_column
+from telo.journal.columns import json_text as dump
 from telo.journal.integrity import checksum, verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 from telo.journal.postgres_schema import ENTRY_COLUMNS, RUN_COLUMNS, RUN_EXTENSION_COLUMNS
@@ -45,10 +46,6 @@ def db_errors(action: str) -> Iterator[None]:
             f"the PostgreSQL journal could not {action}: {exc}",
             data={"sqlstate": exc.sqlstate} if exc.sqlstate else None,
         ) from exc
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def _load(text: str | None, run: str, column: str) -> Any:

@@ -5,6 +5,11 @@ claims as conditional UPDATEs, due runs ``FOR UPDATE SKIP LOCKED`` — plus telo
 (:mod:`telo.journal.claims` "Fencing"): a fenced write's statement carries ``claim_holder = %(f_holder)s AND
 claim_fence = %(f_token)s``, so the condition is checked by the very row lock the write takes. Names are quoted
 identifiers of :mod:`telo.journal.postgres_schema`; the column lists are :mod:`telo.journal.postgres_rows`'.
+
+Each statement is rendered to its text once, when the store opens: the text is what psycopg prepares on the
+server after a few executions (its ``prepare_threshold``), so the hot statements run prepared. The group
+statements (``*_many``) take one array per column and ``unnest`` them — ONE text for any number of rows, so a
+batch of a hundred runs' appends is one prepared statement, not a hundred (:mod:`telo.journal.postgres_groups`).
 """
 
 from __future__ import annotations
@@ -32,38 +37,83 @@ _GRANT: Final = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = CO
 _INSERT_ENTRY: Final = ("INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, "
                         "checksum) ")
 
+# A group of appends (rows in batch order, numbered by ORDINALITY so that each run's entries take their seqs in
+# that order): stored unless the path has an entry (first writer wins; a path twice in the arrays is stored
+# once), the run is unknown (the join drops it) or — given a fence (holder, token) — the run's claim is not that
+# fence's; the run's row is read FOR SHARE, as by a single fenced append. RETURNING names what went in.
+_APPEND_MANY: Final = (
+    _INSERT_ENTRY + "SELECT u.run, u.path, u.kind, u.decision, u.target, u.value, u.v, u.crc "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], "
+    "%s::bigint[], %s::text[], %s::bigint[]) WITH ORDINALITY "
+    "AS u(run, path, kind, decision, target, value, v, crc, f_holder, f_token, ord) "
+    "JOIN {runs} r ON r.run = u.run "
+    "WHERE u.f_holder IS NULL OR (r.claim_holder = u.f_holder AND r.claim_fence = u.f_token) "
+    "ORDER BY u.ord FOR SHARE OF r ON CONFLICT (run, path) DO NOTHING RETURNING run, path, seq"
+)
+# A group of admissions, each optionally claimed with its row (fencing token 1); RETURNING names those admitted.
+_ADMIT_MANY: Final = (
+    "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
+    "digest_scope, created_at, updated_at, epoch, claim_holder, claim_until, claim_fence) "
+    "SELECT u.run, u.status, u.due_at, u.inputs, u.inputs_v, u.workflow, u.digest, u.scope, u.now, u.now, 0, "
+    "u.holder, u.until, u.fence "
+    "FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::integer[], %s::text[], %s::text[], "
+    "%s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) WITH ORDINALITY "
+    "AS u(run, status, due_at, inputs, inputs_v, workflow, digest, scope, now, holder, until, fence, ord) "
+    "ORDER BY u.ord ON CONFLICT (run) DO NOTHING RETURNING run"
+)
+# A group of completions (distinct runs), each fenced or not; RETURNING the settled records.
+_COMPLETE_MANY: Final = (
+    "UPDATE {{runs}} r SET status = u.status, result = u.result, result_codec_version = u.result_v, "
+    "error = u.error, collapsed_regions = u.regions, collapse_reasons = u.reasons, replayed_steps = u.replayed, "
+    "due_at = NULL, parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_reason = NULL, "
+    "claim_holder = NULL, claim_until = NULL, updated_at = u.now "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::integer[], %s::text[], "
+    "%s::integer[], %s::bigint[], %s::text[], %s::bigint[]) "
+    "AS u(run, status, result, result_v, error, regions, reasons, replayed, now, f_holder, f_token) "
+    "WHERE r.run = u.run AND (u.f_holder IS NULL OR (r.claim_holder = u.f_holder AND r.claim_fence = u.f_token)) "
+    "RETURNING {cols}"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class PgSql:
     """The statements of one store's two tables (see the module docstring)."""
 
     parts: dict[str, sql.Composable]
-    select_run: sql.Composed
-    admit: sql.Composed
-    claim_of: sql.Composed  # (claim_holder, claim_fence): why a fenced write was refused
-    run_exists: sql.Composed
-    complete: sql.Composed
-    complete_fenced: sql.Composed
-    park: sql.Composed  # releases the claim
-    park_fenced: sql.Composed  # keeps it: the execution releases it once its body has unwound
-    unpark: sql.Composed
-    parked_on: sql.Composed
-    dead_holder_candidates: sql.Composed
-    due: sql.Composed
-    claim: sql.Composed
-    claim_current: sql.Composed
-    claim_from: sql.Composed  # a dead holder's claim taken over: compare-and-set on the claim we judged
-    renew: sql.Composed
-    release: sql.Composed
-    release_fenced: sql.Composed
-    deliver_find: sql.Composed
-    deliver_insert: sql.Composed
-    deliver_unpark: sql.Composed
-    append: sql.Composed
-    append_fenced: sql.Composed
-    select_entry: sql.Composed
-    select_entries: sql.Composed
-    truncate: sql.Composed
+    channel: str  # the wake-up channel NOTIFYed when a run becomes due (telo.journal.postgres_wake)
+    select_run: str
+    admit: str
+    claim_of: str  # (claim_holder, claim_fence): why a fenced write was refused
+    run_exists: str
+    complete: str
+    complete_fenced: str
+    park: str  # releases the claim
+    park_fenced: str  # keeps it: the execution releases it once its body has unwound
+    unpark: str
+    parked_on: str
+    dead_holder_candidates: str
+    due: str
+    claim: str
+    claim_current: str
+    claim_from: str  # a dead holder's claim taken over: compare-and-set on the claim we judged
+    renew: str
+    release: str
+    release_fenced: str
+    deliver_find: str
+    deliver_insert: str
+    deliver_unpark: str
+    append: str
+    append_fenced: str
+    select_entry: str
+    select_entries: str
+    truncate: str
+    statuses: str  # (run, status) of each run in an array
+    notify_many: str  # a NOTIFY per run of an array, delivered when the transaction commits
+    # group statements: one array per column (see the module docstring)
+    append_many: str
+    unappend_many: str  # takes a group's rows out again, each only if it still holds the seq it was given
+    admit_many: str
+    complete_many: str
 
     @classmethod
     def for_names(cls, names: Names) -> PgSql:
@@ -74,10 +124,10 @@ class PgSql:
             "ecols": sql.SQL(", ").join(map(sql.Identifier, ENTRY_COLS)),
         }
 
-        def fmt(query: str) -> sql.Composed:
-            return sql.SQL(query).format(**parts)
+        def fmt(query: str) -> str:
+            return sql.SQL(query).format(**parts).as_string(None)
 
-        def update(assignments: str, fenced: bool) -> sql.Composed:
+        def update(assignments: str, fenced: bool) -> str:
             return fmt(f"UPDATE {{runs}} SET {assignments} WHERE run = %(run)s{_FENCED if fenced else ''} "
                        "RETURNING {cols}")
 
@@ -85,13 +135,14 @@ class PgSql:
         # casts type the parameters, which a bare SELECT list would leave as text. A fenced append reads the
         # run's row FOR SHARE: a concurrent takeover (an UPDATE of that row) then either waits for this entry
         # to commit — and its new holder reads it — or commits first, and the re-checked condition refuses it.
-        def append(where: str) -> sql.Composed:
+        def append(where: str) -> str:
             return fmt(_INSERT_ENTRY + "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, "
                        f"%(target)s::text, %(value)s::text, %(v)s::integer, %(checksum)s::bigint {where} "
                        "ON CONFLICT (run, path) DO NOTHING RETURNING seq")
 
         return cls(
             parts=parts,
+            channel=names.channel,
             select_run=fmt("SELECT {cols} FROM {runs} WHERE run = %s"),
             admit=fmt(
                 "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
@@ -146,6 +197,13 @@ class PgSql:
             select_entry=fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s"),
             select_entries=fmt("SELECT {ecols} FROM {entries} WHERE run = %s ORDER BY seq"),
             truncate=fmt("DELETE FROM {entries} WHERE run = %s AND seq < %s"),
+            statuses=fmt("SELECT run, status FROM {runs} WHERE run = ANY(%s)"),
+            notify_many=fmt("SELECT pg_notify(%s, r) FROM unnest(%s::text[]) AS r"),
+            append_many=fmt(_APPEND_MANY),
+            unappend_many=fmt("DELETE FROM {entries} e USING unnest(%s::text[], %s::text[], %s::bigint[]) "
+                              "AS u(run, path, seq) WHERE e.run = u.run AND e.path = u.path AND e.seq = u.seq"),
+            admit_many=fmt(_ADMIT_MANY),
+            complete_many=fmt(_COMPLETE_MANY.format(cols=", ".join(f"r.{c}" for c in RUN_COLS))),
         )
 
     def update(self, columns: Iterable[str], *, fenced: bool) -> sql.Composed:

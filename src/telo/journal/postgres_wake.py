@@ -80,3 +80,52 @@ class WakeListener:
             self._callback(run)
         except Exception:  # a subscriber's bug must not kill the listener for every later wake-up
             log.exception("journal.postgres.wake_callback_failed", extra={"durable.run": run})
+
+
+class WakeHub:
+    """The wake-up subscribers of one store, sharing ONE listener (one LISTEN connection), started with the
+    first subscriber and stopped with the last: a worker of a manifest with ten workflows holds one
+    connection for its wake-ups, not ten."""
+
+    def __init__(self, url: str, channel: str) -> None:
+        self._url = url
+        self._channel = channel
+        self._lock = threading.Lock()
+        self._callbacks: dict[int, Callable[[str], None]] = {}
+        self._next = 0
+        self._listener: WakeListener | None = None
+
+    def subscribe(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        with self._lock:
+            key = self._next
+            self._next += 1
+            self._callbacks[key] = callback
+            if self._listener is None:
+                self._listener = WakeListener(self._url, self._channel, self._deliver)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                self._callbacks.pop(key, None)
+                listener = self._listener if not self._callbacks else None
+                if listener is not None:
+                    self._listener = None
+            if listener is not None:
+                listener.stop()
+
+        return unsubscribe
+
+    def _deliver(self, run: str) -> None:
+        with self._lock:
+            callbacks = list(self._callbacks.values())
+        for callback in callbacks:
+            try:
+                callback(run)
+            except Exception:  # a subscriber's bug must not keep the wake-up from the others
+                log.exception("journal.postgres.wake_callback_failed", extra={"durable.run": run})
+
+    def close(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            self._callbacks.clear()
+        if listener is not None:
+            listener.stop()

@@ -4,8 +4,8 @@ The tables mirror the PostgreSQL journal (:mod:`telo.journal.sqlite_schema`); th
 protocol's (:mod:`telo.journal.store`), held to the memory store's answers by the conformance suite.
 
 - **Writes** go through one writer thread per store that commits whatever is queued in one transaction
-  (:mod:`telo.journal.sqlite_writer`, group commit). ``synchronous=FULL`` by default, so an acknowledged
-  append survives a power loss.
+  (:mod:`telo.journal.group_commit`, :mod:`telo.journal.sqlite_writer`). ``synchronous=FULL`` by default, so
+  an acknowledged append survives a power loss.
 - **Reads** use a small pool of connections; in WAL they read the last commit and never block the writer.
 - **Several processes** may share one file: every write transaction is ``BEGIN IMMEDIATE`` (SQLite's one
   write lock, waited for up to the busy timeout), appends are first-writer-wins on the (run, path) key, and
@@ -35,14 +35,16 @@ from telo.journal import sqlite_reads as reads
 from telo.journal import sqlite_writes as writes
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence
+from telo.journal.columns import TargetTexts
+from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
-from telo.journal.sqlite_append import AppendOp, SeqBases, TargetTexts, append_group
+from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
 from telo.journal.sqlite_rows import error_json, reasons_json
 from telo.journal.sqlite_schema import Sql, check_options, connect, create_schema
 from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
-from telo.journal.sqlite_writer import GroupCommitWriter, WriterStats
+from telo.journal.sqlite_writer import sqlite_writer
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction
 
 T = TypeVar("T")
@@ -88,7 +90,7 @@ class SqliteStore(Store, GroupCommitStore):
         self._seqs = SeqBases()
         # The order groups run in within a batch: a run's admission, its entries, then its completion. Any
         # other operation may write entries unseen by the seq bases: they are forgotten before it runs.
-        self._writer = GroupCommitWriter(
+        self._writer = sqlite_writer(
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
             groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group)),
             after_begin=self._seqs.sync, before_other=self._seqs.clear, after_failure=self._seqs.clear,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
 from typing import Any
 
 from telo.errors import JournalCorrupt
@@ -40,7 +39,7 @@ from telo.journal.integrity import checksum
 from telo.journal.model import Entry
 from telo.journal.rules import unknown_run
 from telo.journal.sqlite_group import OneAtATime, all_or_nothing, chunks
-from telo.journal.sqlite_rows import entry_from_row, json_text
+from telo.journal.sqlite_rows import entry_from_row
 from telo.journal.sqlite_schema import Sql
 
 
@@ -92,28 +91,6 @@ class SeqBases:
     def clear(self) -> None:
         self.bases.clear()
         self.claims.clear()
-
-
-class TargetTexts:
-    """The JSON text of entry targets, each encoded once: a run journals the same few targets over and over."""
-
-    __slots__ = ("_texts",)
-
-    MAX_TARGETS = 4096
-
-    def __init__(self) -> None:
-        self._texts: dict[tuple[tuple[str, str], ...], str] = {}
-
-    def text(self, target: Mapping[str, str] | None) -> str | None:
-        if target is None:
-            return None
-        key = tuple(target.items())
-        text = self._texts.get(key)
-        if text is None:
-            if len(self._texts) >= self.MAX_TARGETS:
-                self._texts.clear()
-            text = self._texts[key] = json_text(dict(target))
-        return text
 
 
 class AppendOp:

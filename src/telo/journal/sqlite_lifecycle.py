@@ -13,7 +13,6 @@ process starting it): the row is inserted claimed, rather than inserted and then
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
 from telo.journal.chain import WriteChain
@@ -21,7 +20,7 @@ from telo.journal.claims import Fence
 from telo.journal.model import Admission, AdmitResult, Claim, RunRecord
 from telo.journal.rules import unknown_run
 from telo.journal.sqlite_append import SeqBases, check_claim
-from telo.journal.sqlite_group import OneAtATime, all_or_nothing, parts
+from telo.journal.sqlite_group import all_or_nothing, distinct_runs, parts
 from telo.journal.sqlite_rows import record_from_row
 from telo.journal.sqlite_schema import Sql
 
@@ -108,7 +107,7 @@ def read_record(conn: sqlite3.Connection, sql: Sql, run: str) -> RunRecord:
 def admit_group(conn: sqlite3.Connection, ops: list[AdmitOp]) -> list[tuple[bool, Any]]:
     """A batch's admissions in few statements (:func:`~telo.journal.sqlite_group.chunks`); (ok, AdmitResult)
     per op."""
-    _distinct_runs(ops)
+    distinct_runs(ops)
     sql = ops[0].sql
     inserted: set[str] = set()
     for rows in all_or_nothing(conn, [(sql.admit_many(len(part)), [p for op in part for p in op.params])
@@ -130,7 +129,7 @@ def admit_group(conn: sqlite3.Connection, ops: list[AdmitOp]) -> list[tuple[bool
 def complete_group(conn: sqlite3.Connection, ops: list[CompleteOp]) -> list[tuple[bool, Any]]:
     """A batch's completions in few statements (:func:`~telo.journal.sqlite_group.chunks`); (ok, RunRecord or
     error) per op. A completion whose chain is broken is refused without being written, as alone."""
-    _distinct_runs(ops)
+    distinct_runs(ops)
     results: list[tuple[bool, Any] | None] = [None] * len(ops)
     todo: list[CompleteOp] = []
     for i, op in enumerate(ops):
@@ -170,9 +169,3 @@ def _not_settled(conn: sqlite3.Connection, op: CompleteOp) -> Exception:
         return unknown_run(op.run)
     except Exception as exc:
         return exc
-
-
-def _distinct_runs(ops: Sequence[AdmitOp | CompleteOp]) -> None:
-    # One row per run per statement: a run twice in one group (rare) runs one at a time, in order.
-    if len({op.run for op in ops}) != len(ops):
-        raise OneAtATime

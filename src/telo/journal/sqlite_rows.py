@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from telo.errors import JournalCorrupt
-from telo.journal.columns import json_column
+from telo.journal.columns import json_column, json_text
 from telo.journal.integrity import verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 
@@ -27,11 +27,6 @@ RECORD_SELECT: Final = (
     "claim_holder, claim_until, epoch, claim_fence"
 )
 ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq, checksum"
-
-
-def json_text(value: Any) -> str:
-    """Compact JSON, non-ASCII kept (what the PostgreSQL journal stores in its TEXT columns)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def record_from_row(row: Sequence[Any]) -> RunRecord:

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from itertools import count
 
 from telo.errors import Code, JournalError
-from telo.journal.sqlite_process import check_process, closed_error, fork_generation
+from telo.journal.process import check_process, closed_error, fork_generation
 from telo.journal.store import Store, StoreTransaction
 
 

@@ -577,7 +577,7 @@ def test_a_grouped_batch_numbers_in_order_and_keeps_first_writer_wins(store: Sql
 
 def test_a_failing_group_is_undone_and_rerun_one_by_one(store: SqliteStore) -> None:
     _admit(store)
-    runner = store._writer._groups[AppendOp]
+    runner = store._writer._executor._groups[AppendOp]
     calls: list[int] = []
 
     def broken_runner(conn: sqlite3.Connection, ops: list[object]) -> list[tuple[bool, object]]:
@@ -585,7 +585,7 @@ def test_a_failing_group_is_undone_and_rerun_one_by_one(store: SqliteStore) -> N
         runner(conn, ops)  # writes everything ...
         raise sqlite3.OperationalError("... then fails")
 
-    store._writer._groups[AppendOp] = broken_runner
+    store._writer._executor._groups[AppendOp] = broken_runner
     gate = Gate(store)
     futures = [store.submit_append("r1", Entry.decided(f"p{i}", "value", i)) for i in range(5)]
     gate.open()

@@ -1,5 +1,5 @@
 """SQLite journal: a batch's admissions, entries and completions as grouped multi-row statements
-(:mod:`telo.journal.sqlite_lifecycle`, :mod:`telo.journal.sqlite_append`, ``GroupCommitWriter._plan``).
+(:mod:`telo.journal.sqlite_lifecycle`, :mod:`telo.journal.sqlite_append`, ``telo.journal.batch_plan.plan``).
 
 Each run's own operations keep their batch order, operations of different runs are grouped kind by kind, and
 any other operation stays in place as a barrier. Every batch below is formed by holding the writer thread
@@ -19,15 +19,13 @@ import pytest
 
 from telo.durable.aio import AsyncStore
 from telo.errors import TeloError
+from telo.journal.batch_plan import GroupRunner, chunks, plan
 from telo.journal.chain import ERR_DURABLE_CHAIN_BROKEN, ChainBroken, ClaimLost, WriteChain
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, RunRecord
 from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
-from telo.journal.sqlite_group import chunks
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp
-from telo.journal.sqlite_pending import PendingOp
-from telo.journal.sqlite_writer import GroupRunner
 from tests.unit.journal.test_sqlite import Gate
 
 LIVE_A = Holder.for_this_process("worker-a").to_text()  # both name this (live) process
@@ -357,7 +355,7 @@ KINDS: tuple[type, ...] = (AdmitOp, AppendOp, CompleteOp)
 
 
 def fake(store: SqliteStore, kind: str, run: str, n: int = 0) -> Callable[[sqlite3.Connection], Any]:
-    """A real operation object (never run: _plan looks only at its type and its run)."""
+    """A real operation object (never run: plan looks only at its type and its run)."""
     if kind == "admit":
         return AdmitOp(store._sql, Admission.of(run), 0)
     if kind == "append":
@@ -369,11 +367,11 @@ def fake(store: SqliteStore, kind: str, run: str, n: int = 0) -> Callable[[sqlit
 
 def plan_of(store: SqliteStore, fns: list[Callable[[sqlite3.Connection], Any]]
             ) -> list[tuple[list[int], GroupRunner | None]]:
-    return store._writer._plan([PendingOp(fn, True, None) for fn in fns])
+    return plan(fns, store._writer._executor._groups)
 
 
 def test_plan_groups_kind_by_kind_between_barriers(store: SqliteStore) -> None:
-    groups = store._writer._groups
+    groups = store._writer._executor._groups
     admit, append, complete = (groups[k] for k in KINDS)
     ops = [("admit", "a"), ("append", "a"), ("admit", "b"), ("append", "a"), ("complete", "a"), ("append", "b"),
            ("barrier", ""), ("append", "b"), ("complete", "b"), ("admit", "c"), ("append", "c"), ("complete", "c")]
@@ -383,7 +381,7 @@ def test_plan_groups_kind_by_kind_between_barriers(store: SqliteStore) -> None:
 
 
 def test_plan_takes_a_run_out_of_the_usual_order_in_rounds(store: SqliteStore) -> None:
-    groups = store._writer._groups
+    groups = store._writer._executor._groups
     admit, append, complete = (groups[k] for k in KINDS)
     ops = [("complete", "a"), ("append", "a"), ("admit", "b"), ("append", "b"), ("admit", "a"), ("complete", "b")]
     plan = plan_of(store, [fake(store, kind, run, i) for i, (kind, run) in enumerate(ops)])
@@ -392,7 +390,7 @@ def test_plan_takes_a_run_out_of_the_usual_order_in_rounds(store: SqliteStore) -
 
 
 def test_plan_invariants_on_random_batches(store: SqliteStore) -> None:
-    groups = store._writer._groups
+    groups = store._writer._executor._groups
     kind_of_runner = {id(groups[k]): k for k in KINDS}
     names = ["admit", "append", "complete", "barrier"]
     rng = random.Random(20261130)

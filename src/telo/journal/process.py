@@ -1,5 +1,5 @@
-"""A SQLite journal store's guards against use after close and after ``fork()`` (its writer thread and its
-connections belong to the process, and the store instance, that opened them)."""
+"""A journal store's guards against use after close and after ``fork()`` (its writer thread and its
+connections belong to the process, and the store instance, that opened them: SQLite, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 from telo.errors import Code, JournalError
 
 
-def closed_error() -> JournalError:
+def closed_error(database: str = "SQLite") -> JournalError:
     return JournalError(
         Code.JOURNAL_CLOSED,
-        "this SQLite journal store was closed",
+        f"this {database} journal store was closed",
         hint="open a new store (or keep the store open while runs use it)",
     )
 
@@ -34,12 +34,12 @@ def fork_generation() -> int:
     return _Forks.generation
 
 
-def check_process(generation: int) -> None:
-    """Refuse use in a forked child: the writer thread did not survive the fork, and SQLite connections
+def check_process(generation: int, database: str = "SQLite") -> None:
+    """Refuse use in a forked child: the writer thread did not survive the fork, and database connections
     must not cross one."""
     if _Forks.generation != generation:
         raise JournalError(
             Code.JOURNAL_FORKED,
-            "this SQLite journal store was opened in a parent process and cannot be used after fork()",
+            f"this {database} journal store was opened in a parent process and cannot be used after fork()",
             hint="open the store in the child process (or use the spawn start method)",
         )

@@ -1,4 +1,4 @@
-"""How the caller of a queued SQLite journal write learns its outcome (:mod:`telo.journal.sqlite_writer`).
+"""How the caller of a queued journal write learns its outcome (:mod:`telo.journal.group_commit`).
 
 Each queued operation carries one of three ways back: a concurrent Future (``submit``), an asyncio future
 (``submit_async``) — settled on its loop together with the rest of its batch, one thread-safe call per loop per
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -22,11 +21,11 @@ T = TypeVar("T")
 
 class PendingOp(Generic[T]):
     """One queued operation and how its caller learns the outcome: a Future, an asyncio future settled with
-    the rest of its batch (:meth:`GroupCommitWriter.submit_async`), or (sync callers) a lock."""
+    the rest of its batch (``GroupCommitWriter.submit_async``), or (sync callers) a lock."""
 
     __slots__ = ("afuture", "fn", "future", "isolated", "ok", "resolved", "value", "waiter")
 
-    def __init__(self, fn: Callable[[sqlite3.Connection], T], isolated: bool, future: Future[T] | None,
+    def __init__(self, fn: Callable[[Any], T], isolated: bool, future: Future[T] | None,
                  afuture: asyncio.Future[T] | None = None) -> None:
         self.fn = fn
         self.isolated = isolated
