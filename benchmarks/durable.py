@@ -89,12 +89,11 @@ async def add(inputs):
 MANIFEST = """\
 kind: Telo.Application
 metadata: { name: DurableBench }
-imports: { Local: durable-local, Journal: durable-journal-sqlite, Py: python }
+imports: { Local: durable-local, Journal: %(journal_module)s, Py: python }
 ---
 kind: Journal.Journal
 metadata: { name: runs }
-path: %(journal)s
----
+%(journal_fields)s---
 kind: Py.Function
 metadata: { name: add }
 function: benchfns:add
@@ -112,7 +111,11 @@ steps:
 %(steps)s"""
 
 
-def manifest_text(journal: str, durability: str = "deferred") -> str:
+def manifest_text(journal: str, durability: str = "deferred", journal_module: str = "durable-journal-sqlite",
+                  journal_fields: dict[str, str] | None = None) -> str:
+    """The benchmark's manifest; ``journal`` is the SQLite journal's path, unless ``journal_fields`` gives the
+    journal's fields instead (``benchmarks/postgres.py``: ``durable-journal-postgres`` with ``url`` and ``table``)."""
+    fields = {"path": journal} if journal_fields is None else journal_fields
     steps = []
     for i in range(1, STEPS):
         steps.append(textwrap.indent(textwrap.dedent(f"""\
@@ -120,13 +123,14 @@ def manifest_text(journal: str, durability: str = "deferred") -> str:
               invoke: !ref add
               inputs: {{ n: !cel "steps.s{i - 1}.result.n + 1", tag: !cel "'s' + string(steps.s{i - 1}.result.n)" }}
             """), "  "))
-    return MANIFEST % {"journal": json.dumps(journal), "steps": "".join(steps), "durability": durability}
+    return MANIFEST % {"journal_module": journal_module, "steps": "".join(steps), "durability": durability,
+                       "journal_fields": "".join(f"{k}: {json.dumps(v)}\n" for k, v in fields.items())}
 
 
-def write_app(d: Path, journal: str, durability: str = "deferred") -> Path:
+def write_app(d: Path, journal: str, durability: str = "deferred", **journal_options: Any) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "benchfns.py").write_text(FUNCTIONS)
-    (d / "bench.yaml").write_text(manifest_text(journal, durability))
+    (d / "bench.yaml").write_text(manifest_text(journal, durability, **journal_options))
     return d / "bench.yaml"
 
 
