@@ -10,10 +10,10 @@ waits for it. Afterwards:
 - the run completed with the delivered payload, and ``telo status --json`` read the journal after the kill;
 - the ledger (one fsynced line per effect execution, by the effects themselves) holds every recorded
   effect's idempotency key, exactly once — except the step the kill interrupted, which may appear twice
-  with the same key (the exact set of such steps is asserted where the point determines it); on SQLite,
-  where a redriven step's entries are deferred by default (docs/guarantees.md), up to ``DEFERRED_STEPS``
-  finished steps whose entries were not durable yet may appear twice as well — so every SQLite case runs
-  twice, deferred and with ``durability: eager`` (exact);
+  with the same key (the exact set of such steps is asserted where the point determines it); on SQLite and
+  PostgreSQL, where a redriven step's entries are deferred by default (docs/guarantees.md), up to
+  ``DEFERRED_STEPS`` finished steps whose entries were not durable yet may appear twice as well — so every
+  SQLite case, and PostgreSQL's core ones, run twice, deferred and with ``durability: eager`` (exact);
 - the journal folds (:func:`telo.journal.eventlog.recover`) to exactly the workflow's effects.
 
 Every point runs on SQLite; the core subset (after an inputs decision, after the effect before its entry,
@@ -114,6 +114,8 @@ def _params() -> Iterator[object]:
         for case in CASES:
             if case.core:
                 yield pytest.param(kind, case, None, id=f"{kind}-{case.id}")
+                if kind == "postgres":
+                    yield pytest.param(kind, case, "eager", id=f"{kind}-eager-{case.id}")
 
 
 @pytest.fixture
@@ -174,7 +176,7 @@ def _check(flow: Flow, store: Store, run: str, repeats: frozenset[str] | None, c
     assert all(times == 2 for times in report.repeated.values()), f"{ctx}: {report.repeated}"
     repeated = {key.removeprefix(run + "/") for key in report.repeated}
     allowed = LEGS if repeats is None else repeats
-    if flow.spec.kind == "sqlite" and flow.durability != "eager":
+    if flow.spec.kind in ("sqlite", "postgres") and flow.durability != "eager":
         # Deferred entries (docs/guarantees.md): besides the steps the kill interrupted, up to DEFERRED_STEPS
         # finished steps whose entries were not durable yet run again, each with its own key.
         extra = repeated - allowed

@@ -37,8 +37,7 @@ class DeferredAppends:
 
     def __init__(self, store: AsyncStore, run: str, chain: WriteChain | None) -> None:
         self.store, self.run = store, run
-        # None when the store cannot defer, or the workflow asked for every append to be durable before the
-        # body goes on (``durability: eager``)
+        # None when the store cannot defer (it has no ordered group commit): every append is then awaited
         self.chain = chain
         # (number, entry, future) in append order; numbers let concurrent branches wait for "up to here"
         self.queued: deque[tuple[int, Entry, asyncio.Future[Entry]]] = deque()

@@ -80,7 +80,7 @@ class WorkflowBody:
     kind: str = "DurableLocal.Workflow"
     effect_policy: Callable[[Mapping[str, str] | None], EffectPolicy] | None = None
     digest: Digest | None = None
-    durability: str = "deferred"  # or "eager": every append durable before the body goes on
+    durability: str = "deferred"  # or "eager": everything recorded durable before each effect starts
 
 
 @dataclass

@@ -71,6 +71,7 @@ class LocalRunHandle:
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
         self.observers: tuple[StepObserver, ...] = ()  # (telo.durable.observers; usually none)
+        self.flush_before_effects = False  # durability: eager (see eager())
         self.appends = DeferredAppends(store, self.run_id, store.chain(self.run_id, fence))
         self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}
         self.cancel_poll = CancelPoll(store, self.run_id)
@@ -88,8 +89,12 @@ class LocalRunHandle:
         self.observers = (*self.observers, observer)
 
     def eager(self) -> None:
-        """Wait for every append's commit before going on (the workflow's ``durability: eager``)."""
-        self.appends.chain = None
+        """The workflow's ``durability: eager``: before any effect starts, everything recorded before it is
+        durable — the previous step's receipt, and the intent of this one — so a finished step never runs
+        again (docs/guarantees.md "Durability modes"). One commit per step: the receipt of a step and the
+        intent of the next share it, made by the wait before the next effect (nothing outside the run can
+        tell the two moments apart: between them the body only computes its next inputs)."""
+        self.flush_before_effects = True
 
     # --- recording ------------------------------------------------------------------------------------
 
@@ -209,11 +214,12 @@ class LocalRunHandle:
         ctx = current()
         guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
                    or ctx.extra(ON_UNCONFIRMED) not in (None, effects.REDRIVE))
-        if guarded and self.appends.queued:
+        if (guarded or self.flush_before_effects) and self.appends.queued:
             # An effect that must not be repeated blindly: its intent (and everything before it) is durable
             # before it starts, so a crash inside it is seen as unconfirmed (event-log spec §2). A redriven
             # effect needs no such wait: a crash before its intent is durable re-executes it with the same
-            # idempotency key, exactly what its policy does after a crash inside it.
+            # idempotency key, exactly what its policy does after a crash inside it. (Eager: every effect waits,
+            # for the receipts before it — see eager().)
             await self.flush()
         renewal = self.renewal
         if (self.appends.chain is not None and self.appends.chain.broken is not None) or \

@@ -86,10 +86,24 @@ class PgBatches:
             with contextlib.suppress(Exception):
                 self._conn.close()
 
+    def _begun(self) -> Conn:
+        """The writer's connection in a new transaction. A connection the server dropped while it was idle (a
+        restart, an idle timeout) is replaced once: nothing of the batch was sent on it yet."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN")
+        except psycopg.Error:
+            if not conn.broken:
+                raise
+            conn = self._connection()
+            conn.execute("BEGIN")
+        return conn
+
     def execute(self, live: list[PendingOp[Any]], stats: WriterStats) -> None:
         try:
-            conn = self._connection()
+            conn = self._begun()
         except psycopg.Error as exc:
+            self.abort()
             self._fail_batch(live, exc, stats)
             return
         chains = _chain_states(live)
@@ -118,7 +132,8 @@ class PgBatches:
         """One pass over the batch in one transaction: the outcomes once it committed, or (isolated) the error
         that kept it from committing. The optimistic pass raises :class:`_Redo` when a statement failed."""
         try:
-            conn.execute("BEGIN")
+            if isolated:  # (the optimistic pass runs in the transaction execute began)
+                conn.execute("BEGIN")
             outcomes: list[tuple[bool, Any]] = [(False, None)] * len(live)
             for positions, runner in plan([op.fn for op in live], self._groups):
                 ops = [live[k] for k in positions]
@@ -147,13 +162,24 @@ class PgBatches:
 
     def _one(self, conn: Conn, op: PendingOp[Any]) -> tuple[bool, Any]:
         """An operation in the optimistic pass: a driver error aborts the transaction, so it redoes the batch."""
+        if op.isolated:  # it writes several statements: under a SAVEPOINT, it fails alone
+            return self._alone(conn, op)
         try:
-            if op.isolated:
-                with conn.transaction():  # a SAVEPOINT: it writes several statements
-                    return True, op.fn(conn)
             return True, op.fn(conn)
         except psycopg.Error as exc:
             raise _Redo from exc
+        except Exception as exc:
+            return False, exc
+
+    def _alone(self, conn: Conn, op: PendingOp[Any]) -> tuple[bool, Any]:
+        """An operation under a SAVEPOINT of its own: whatever it raises, nothing of it stays written."""
+        try:
+            with conn.transaction():
+                return True, op.fn(conn)
+        except psycopg.Error as exc:
+            if conn.broken:
+                raise
+            return False, _op_error(exc)
         except Exception as exc:
             return False, exc
 
@@ -175,18 +201,7 @@ class PgBatches:
             except (OneAtATime, psycopg.Error):
                 if conn.broken:
                     raise
-        results: list[tuple[bool, Any]] = []
-        for op in ops:
-            try:
-                with conn.transaction():
-                    results.append((True, op.fn(conn)))
-            except psycopg.Error as exc:
-                if conn.broken:
-                    raise
-                results.append((False, _op_error(exc)))
-            except Exception as exc:
-                results.append((False, exc))
-        return results
+        return [self._alone(conn, op) for op in ops]
 
     def _fail_batch(self, ops: list[PendingOp[Any]], exc: BaseException, stats: WriterStats) -> None:
         stats.failed_batches += 1
