@@ -3,7 +3,7 @@ database) and 200 runs of the crash workflow, while the test SIGKILLs a random w
 starts a replacement at once.
 
 The runs are admitted up front with their inputs (as a start does); the workers claim and continue them —
-each continues up to ``Resumer.batch`` runs at a time, with a fan-out of 3 inside each — through a 200 ms
+each continues up to ``DEFAULT_CONCURRENCY`` runs at a time, with a fan-out of 3 inside each — through a 200 ms
 durable sleep and an await, which a deliverer thread answers (:func:`telo.durable.waits.deliver`) as soon as
 a run parks on it. Killing stops after 30 kills or when 80 % of the runs completed, so the rest complete
 without kills; the workers must then still be alive (none ended on its own) and are killed at the end.
@@ -30,7 +30,8 @@ from pathlib import Path
 import pytest
 
 from telo.clock import SYSTEM_CLOCK
-from telo.journal.claims import Holder
+from telo.durable.slots import DEFAULT_CONCURRENCY
+from telo.journal.claims import Fence, Holder
 from telo.journal.model import Admission, RunFilter, RunRecord
 from telo.journal.store import Store
 from telo.kinds.resumer import Resumer
@@ -185,7 +186,7 @@ def test_racing_workers(kind: str, tmp_path: Path) -> None:
         flow.close()  # SIGKILLs the workers still running
     try:
         assert not errors, f"{ctx}: the deliverer failed: {errors[0]!r}"
-        report = check_ledger(flow, store, runs, ctx, max_runs=Resumer.batch)
+        report = check_ledger(flow, store, runs, ctx, max_runs=DEFAULT_CONCURRENCY)
         stuck = [t for t in race.takeovers if t.taken_ns is None]
         assert not stuck, f"{ctx}: runs of killed workers never taken over: {stuck}"
         delays = sorted((t.taken_ns - t.killed_ns) / 1e9 for t in race.takeovers if t.taken_ns is not None)
@@ -204,10 +205,10 @@ def test_racing_workers(kind: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker's due list can be stale: a run it lists may be completed by another worker before it claims
-    it, and the claim succeeds (a claim guards execution; stores do not refuse one on a settled run). The
-    worker must then leave the run alone — not replay its body and settle it a second time (for a failed
-    run, re-execute the failed step). Here the due list is stale on purpose."""
+    """A worker may be granted a run that is settled by the time it reads it (a claim guards execution;
+    stores do not refuse one on a settled run, and a store's own rule for what is due may differ — an upstream
+    process sharing the journal). The worker must then leave the run alone — not replay its body and settle it
+    a second time (for a failed run, re-execute the failed step). Here the grant is stale on purpose."""
     import asyncio
 
     from telo.durable.aio import AsyncStore
@@ -227,8 +228,10 @@ def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
         assert before is not None and before.status == "completed"
         ledger = flow.ledger_lines()
 
-        async def stale_due_runs(self: AsyncStore, now_ms: int, limit: int) -> list[str]:
-            return [run]
+        async def stale_claim_due(self: AsyncStore, holder: str, now_ms: int, limit: int,
+                                  **filters: object) -> list[tuple[str, Fence]]:
+            fence = await self.claim(run, holder, now_ms)
+            return [] if fence is None else [(run, fence)]
 
         async def sweep() -> int:
             app = load_application(flow.manifest, env=flow.env)
@@ -237,7 +240,7 @@ def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
                 wf = app.resources[WORKFLOW]
                 assert isinstance(wf, Workflow)
                 resumer = Resumer(app, "stale", {"workflow": _ref(app, wf), "interval": "1s"}, None)
-                monkeypatch.setattr(AsyncStore, "due_runs", stale_due_runs)
+                monkeypatch.setattr(AsyncStore, "claim_due", stale_claim_due)
                 return await resumer.sweep()
             finally:
                 await app.close()

@@ -25,14 +25,20 @@ class _Claims:
     kind = "fake"
 
     def __init__(self) -> None:
-        self.calls: list[tuple[str, str, int, int]] = []
+        self.calls: list[tuple[str, str, int, int]] = []  # (run, holder, token, until)
+        self.batches: list[list[str]] = []  # the runs of each renew_many
         self.lost: set[str] = set()
         self.lock = threading.Lock()
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         with self.lock:
-            self.calls.append((run, fence.holder, fence.token, ttl_ms))
+            self.calls.append((run, fence.holder, fence.token, now_ms + ttl_ms))
         return run not in self.lost
+
+    def renew_many(self, claims: list[tuple[str, Fence, int]]) -> list[bool]:
+        with self.lock:
+            self.batches.append([run for run, _, _ in claims])
+        return [self.renew(run, fence, until, 0) for run, fence, until in claims]
 
     def read_run(self, run: str) -> Any:
         """A run in ``lost`` is another execution's now; the others were released (no claim)."""
@@ -62,7 +68,9 @@ def test_each_claim_is_renewed_every_period_through_its_fence_until_stopped() ->
     b = renewals.renew_while_executing(store, "b", ME, SYSTEM_CLOCK, TTL_MS)
     _until(lambda: claims.runs().count("a") >= 3 and claims.runs().count("b") >= 2, "a renewed 3 times, b twice")
     assert claims.runs()[:2] == ["a", "b"]  # in the order they came due
-    assert claims.calls[0] == ("a", ME.holder, ME.token, TTL_MS)
+    run, holder, token, until = claims.calls[0]
+    assert (run, holder, token) == ("a", ME.holder, ME.token)
+    assert abs(until - (SYSTEM_CLOCK.now_ms() + TTL_MS)) < 1_000
     a.stop()
     stopped_at = claims.runs().count("a")
     goal = claims.runs().count("b") + 2
@@ -180,3 +188,14 @@ def test_a_paused_holder_waking_after_its_successor_finished_the_run_stops_befor
         asyncio.run(renewal.check())
     assert caught.value.data["currentToken"] == ME.token + 1
     renewal.stop()
+
+
+def test_claims_coming_due_together_are_renewed_in_one_call() -> None:
+    """Issue 14: a worker's hundred claims renew in one journal transaction (Store.renew_many), not a hundred."""
+    claims = _Claims()
+    store: Any = claims
+    held = [renewals.renew_while_executing(store, f"r{i}", ME, SYSTEM_CLOCK, TTL_MS) for i in range(100)]
+    _until(lambda: len(claims.batches) >= 2, "two rounds of renewals")
+    for renewal in held:
+        renewal.stop()
+    assert sorted(claims.batches[0]) == sorted(f"r{i}" for i in range(100))  # registered together: one call

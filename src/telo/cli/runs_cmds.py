@@ -24,6 +24,7 @@ from telo.cli.common import (
     print_diagnostics,
 )
 from telo.clock import SYSTEM_CLOCK
+from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.operations.runs import RunView
@@ -186,16 +187,18 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
 @click.option("--interval", default="1s", show_default=True, help="How often to sweep for due runs.")
 @click.option("--until-idle", is_flag=True, help="Exit once no run is due or running (for scripts and tests).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
+              help="Runs this worker executes at once; it claims no more, leaving the rest to other workers.")
 @grace_option
-def worker_command(manifest: str, interval: str, until_idle: bool, grace: float) -> None:
+def worker_command(manifest: str, interval: str, until_idle: bool, concurrency: int, grace: float) -> None:
     """Continue due runs of every workflow in MANIFEST (claims make several workers safe on one journal)."""
     from telo.durable.shutdown import run_draining
     from telo.manifest import ManifestLoadError
     from telo.operations.worker import run_worker
 
     try:
-        sys.exit(asyncio.run(run_draining(run_worker(manifest, interval=interval, until_idle=until_idle),
-                                          grace_s=grace)))
+        work = run_worker(manifest, interval=interval, until_idle=until_idle, concurrency=concurrency)
+        sys.exit(asyncio.run(run_draining(work, grace_s=grace)))
     except ManifestLoadError as exc:
         print_diagnostics(exc.diagnostics)
         sys.exit(EXIT_ERROR)

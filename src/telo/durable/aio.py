@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -155,6 +155,15 @@ class AsyncStore:
         else:
             token = await self._call(self.sync.claim, run, holder, self.claim_ttl_ms, now_ms)
         return None if token is None else Fence(holder, token, asked)
+
+    async def claim_due(self, holder: str, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
+                        workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, Fence]]:
+        """Claim up to ``limit`` due runs for the journal's lease (:meth:`Store.claim_due`): each with the fence
+        its execution then writes through."""
+        asked = SYSTEM_CLOCK.monotonic()  # real time, as in claim()
+        granted = await self._call(self.sync.claim_due, holder, self.claim_ttl_ms, now_ms, limit, only=only,
+                                   workflows=workflows, skip=skip)
+        return [(run, Fence(holder, token, asked)) for run, token in granted]
 
     async def renew(self, run: str, fence: Fence, now_ms: int) -> bool:
         renewed: bool = await self._call(self.sync.renew, run, fence, self.claim_ttl_ms, now_ms)

@@ -6,7 +6,8 @@ blocks its loop (a synchronous call inside an ``async def`` step, a long CPU-bou
 stop renewals, and its claim would lapse while its holder is alive and about to run its next effect. Why one
 thread for many claims, not a timer per execution: most runs finish long before their first renewal, and
 setting and cancelling a timer per run was a measurable share of a short run's cost (benchmarks/durable.py);
-registering costs a dict insert under a lock.
+registering costs a dict insert under a lock. The claims coming due together are renewed together, in one
+journal transaction (:meth:`telo.journal.store.Store.renew_many`).
 
 A renewal can still fail to happen in time: the whole process was paused (SIGSTOP, a VM freeze), or the
 journal was unreachable. So the execution itself checks, before each effect, that its lease has not run out
@@ -85,7 +86,17 @@ class Renewal:
             return True  # the execution (or its store) is gone: nothing to renew, nothing to say
         started = SYSTEM_CLOCK.monotonic()
         faults.point("before-claim-renewal")
-        if store.renew(self.run, self.fence, int(self.ttl_s * 1000), self.clock.now_ms()):
+        return self.settle(store, store.renew(self.run, self.fence, int(self.ttl_s * 1000), self.clock.now_ms()),
+                           started)
+
+    def until_ms(self) -> int:
+        """The claim's new end, were it renewed now (on the execution's clock, as the journal records time)."""
+        return self.clock.now_ms() + int(self.ttl_s * 1000)
+
+    def settle(self, store: Store, renewed: bool, started: float) -> bool:
+        """What a renewal asked for at ``started`` (monotonic) and answered ``renewed`` means: the lease
+        confirmed, or — refused — the claim lost to another execution (False, :attr:`lost` set)."""
+        if renewed:
             self.confirmed = max(self.confirmed, started)
             return True
         if self.stopped:  # refused because the execution just released or settled the run: not a loss
@@ -169,18 +180,36 @@ class _Keeper:
                         self.thread = None  # (under the lock: add() starts a new thread when it finds none)
                         return
                 first = next(iter(self.held))
-                delay = first.due - SYSTEM_CLOCK.monotonic()
+                now = SYSTEM_CLOCK.monotonic()
+                delay = first.due - now
                 if delay > 0:
                     self.wake.wait(delay)
                     continue
-                del self.held[first]  # re-added at the end, due a period from now, unless lost
-                first.due = SYSTEM_CLOCK.monotonic() + self.period_s
-                self.held[first] = None
-            self._renew(first)
+                # Every claim coming due within a tenth of a period is renewed now, with this one: one
+                # journal transaction (Store.renew_many) for a worker's hundred runs, not a hundred.
+                horizon = now + self.period_s / 10
+                due = []
+                for renewal in self.held:  # (in due order)
+                    if renewal.due > horizon:
+                        break
+                    due.append(renewal)
+                for renewal in due:  # re-added at the end, due a period from now, unless lost
+                    del self.held[renewal]
+                    renewal.due = now + self.period_s
+                    self.held[renewal] = None
+            self._renew(due)
 
-    def _renew(self, renewal: Renewal) -> None:
+    def _renew(self, due: list[Renewal]) -> None:
+        store = self.store()
+        live = [r for r in due if not r.stopped]
+        if store is None or not live:
+            return
         try:
-            if not renewal.renew_now():
-                self.remove(renewal)
+            started = SYSTEM_CLOCK.monotonic()
+            faults.point("before-claim-renewal")
+            renewed = store.renew_many([(r.run, r.fence, r.until_ms()) for r in live])
+            for renewal, ok in zip(live, renewed, strict=True):
+                if not renewal.settle(store, ok, started):
+                    self.remove(renewal)
         except Exception:  # a transient journal error: the next period retries, and the body checks its lease
-            log.warning("durable.claim.renew_failed", extra={"durable.run": renewal.run}, exc_info=True)
+            log.warning("durable.claim.renew_failed", extra={"durable.runs": [r.run for r in live]}, exc_info=True)

@@ -25,7 +25,7 @@ listens for wake-ups — one LISTEN connection.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
@@ -201,12 +201,31 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
     def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
         return self._queued(ops.claim(self._q, run, holder, ttl_ms, now_ms))
 
+    def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, int]]:
+        """Picked and granted by one statement, ``FOR UPDATE SKIP LOCKED`` (``postgres_ops.claim_due``)."""
+        if limit <= 0:
+            return []
+        op = ops.claim_due(self._q, holder, ttl_ms, now_ms, limit, only=only, workflows=workflows, skip=skip)
+        return self._write("claim due runs", op)
+
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         # On a pooled connection, not through the writer: a renewal may wait for the row lock of a joinable
         # transaction of this very process (a Sql.Transaction journaling into the run), and the writer's
         # transaction, which carries every run's writes, must not wait with it.
         with db_errors("renew a claim"), self._pool.connection() as conn:
             return conn.execute(self._q.renew, (now_ms + ttl_ms, run, fence.holder, fence.token)).rowcount > 0
+
+    def renew_many(self, claims: Sequence[tuple[str, Fence, int]]) -> list[bool]:
+        """One statement for them all (on the pool, as :meth:`renew`), passing over rows another transaction has
+        locked (``SKIP LOCKED``): those few are renewed one by one after it, waiting for their lock."""
+        if not claims:
+            return []
+        columns = [[run for run, _, _ in claims], [f.holder for _, f, _ in claims], [f.token for _, f, _ in claims],
+                   [until for _, _, until in claims]]
+        with db_errors("renew claims"), self._pool.connection() as conn:
+            renewed = {str(run) for (run,) in conn.execute(self._q.renew_many, columns).fetchall()}
+        return [run in renewed or self.renew(run, fence, until, 0) for run, fence, until in claims]
 
     def release(self, run: str, holder: str, token: int | None = None) -> None:
         self._write("release a claim", ops.release(self._q, run, holder, token))

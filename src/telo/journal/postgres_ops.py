@@ -15,7 +15,7 @@ batch back and run it again with each operation isolated, so it fails alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 from telo.errors import JournalCorrupt
 from telo.journal.batch_plan import distinct_runs
 from telo.journal.chain import WriteChain, lost_race
-from telo.journal.claims import Fence, fence_refused, holder_is_dead
+from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
 from telo.journal.integrity import checksum
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Parked, RunRecord
 from telo.journal.postgres_rows import columns_for, entry_from_row, record_from_row
@@ -324,5 +324,23 @@ def deliver(q: PgSql, token: str, value: str | None, v: int | None, now_ms: int)
         conn.execute(q.deliver_unpark, (now_ms, run))
         conn.execute(q.notify_many, (q.channel, [run]))
         return str(run)
+
+    return op
+
+
+def claim_due(q: PgSql, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None,
+              workflows: Sequence[str] | None, skip: Collection[str]) -> Op[list[tuple[str, int]]]:
+    """Fair claiming (``Store.claim_due``): up to ``limit`` due runs granted to ``holder`` by the statement
+    that picks them, ``FOR UPDATE SKIP LOCKED`` — two workers asking at once get disjoint runs and neither
+    waits for the other; (run, fencing token) of each, in due order."""
+    def op(conn: Conn) -> list[tuple[str, int]]:
+        rows = conn.execute(q.dead_holder_candidates, (now_ms, f"@{this_host()}:")).fetchall()
+        dead = [r[0] for r in rows if holder_is_dead(r[0])]
+        params = {"now": now_ms, "dead": dead, "limit": limit, "h": holder, "until": now_ms + ttl_ms,
+                  "workflows": None if workflows is None else list(workflows),
+                  "only": None if only is None else list(only), "skip": list(skip)}
+        granted = conn.execute(q.claim_due, params).fetchall()
+        granted.sort(key=lambda r: (r[2] is not None, r[2] or 0, r[0]))
+        return [(str(run), int(token)) for run, token, _ in granted]
 
     return op

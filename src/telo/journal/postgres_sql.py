@@ -37,6 +37,25 @@ _GRANT: Final = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = CO
 _INSERT_ENTRY: Final = ("INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, "
                         "checksum) ")
 
+# reference §7 dueRuns: free, lapsed or a dead local holder's (%(dead)s) claim, and a status that is due.
+_DUE_WHERE: Final = (
+    "(r.claim_until IS NULL OR r.claim_until <= %(now)s OR r.claim_holder IS NULL OR r.claim_holder = '' "
+    "OR r.claim_holder = ANY(%(dead)s)) AND (r.status = 'running' OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
+    "OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
+    "(SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path))))"
+)
+# Rows another sweep (or a worker's claim) has locked are passed over, not waited for.
+_DUE_ORDER: Final = ' ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED'
+# Fair claiming (Store.claim_due): the due runs a worker can execute now, granted in the statement that picks
+# them; the caller's filters are arrays, NULL for "any".
+_CLAIM_DUE: Final = (
+    "WITH due AS (SELECT r.run FROM {runs} r WHERE " + _DUE_WHERE
+    + " AND (%(workflows)s::text[] IS NULL OR r.workflow IS NULL OR r.workflow = ANY(%(workflows)s::text[])) "
+    "AND (%(only)s::text[] IS NULL OR r.run = ANY(%(only)s::text[])) AND NOT (r.run = ANY(%(skip)s::text[]))"
+    + _DUE_ORDER + ") UPDATE {runs} r SET claim_holder = %(h)s, claim_until = %(until)s, "
+    "claim_fence = COALESCE(r.claim_fence, 0) + 1 FROM due WHERE r.run = due.run "
+    "RETURNING r.run, r.claim_fence, r.due_at"
+)
 # A group of appends (rows in batch order, numbered by ORDINALITY so that each run's entries take their seqs in
 # that order): stored unless the path has an entry (first writer wins; a path twice in the arrays is stored
 # once), the run is unknown (the join drops it) or — given a fence (holder, token) — the run's claim is not that
@@ -93,10 +112,12 @@ class PgSql:
     parked_on: str
     dead_holder_candidates: str
     due: str
+    claim_due: str
     claim: str
     claim_current: str
     claim_from: str  # a dead holder's claim taken over: compare-and-set on the claim we judged
     renew: str
+    renew_many: str  # each (run, holder, token) of arrays extended to its until, passing over locked rows
     release: str
     release_fenced: str
     deliver_find: str
@@ -162,17 +183,8 @@ class PgSql:
                           'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1'),
             dead_holder_candidates=fmt("SELECT DISTINCT claim_holder FROM {runs} WHERE claim_until > %s "
                                        "AND position(%s in claim_holder) > 0"),
-            due=fmt(
-                "SELECT r.run FROM {runs} r "
-                "WHERE (r.claim_until IS NULL OR r.claim_until <= %(now)s OR r.claim_holder IS NULL "
-                "       OR r.claim_holder = '' OR r.claim_holder = ANY(%(dead)s)) "
-                "  AND (r.status = 'running' "
-                "       OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
-                "       OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
-                "           (SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path)))) "
-                'ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s '
-                "FOR UPDATE OF r SKIP LOCKED"
-            ),
+            due=fmt("SELECT r.run FROM {runs} r WHERE " + _DUE_WHERE + _DUE_ORDER),
+            claim_due=fmt(_CLAIM_DUE),
             claim=fmt(f"UPDATE {{runs}} SET {_GRANT} WHERE run = %(run)s AND "
                       "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '') "
                       "RETURNING claim_fence"),
@@ -181,6 +193,11 @@ class PgSql:
                            "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s "
                            "RETURNING claim_fence"),
             renew=fmt("UPDATE {runs} SET claim_until = %s WHERE run = %s AND claim_holder = %s AND claim_fence = %s"),
+            renew_many=fmt("WITH mine AS (SELECT r.run, u.until FROM {runs} r JOIN unnest(%s::text[], %s::text[], "
+                           "%s::bigint[], %s::bigint[]) AS u(run, holder, token, until) ON r.run = u.run "
+                           "AND r.claim_holder = u.holder AND r.claim_fence = u.token FOR UPDATE OF r SKIP LOCKED) "
+                           "UPDATE {runs} r SET claim_until = mine.until FROM mine WHERE r.run = mine.run "
+                           "RETURNING r.run"),
             release=fmt("UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "
                         "WHERE run = %s AND claim_holder = %s"),
             release_fenced=fmt("UPDATE {runs} SET claim_holder = NULL, claim_until = NULL "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from functools import partial
@@ -30,7 +31,7 @@ from typing import Any, TypeVar
 from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.journal import cancels
+from telo.journal import cancels, sqlite_claims
 from telo.journal import sqlite_reads as reads
 from telo.journal import sqlite_writes as writes
 from telo.journal.chain import WriteChain
@@ -271,8 +272,20 @@ class SqliteStore(Store, GroupCommitStore):
     def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
         return self._lifecycle_async("claim", writes.claim(self._sql, run, holder, ttl_ms, now_ms))
 
+    def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, int]]:
+        """Picked and granted in one write transaction (:mod:`telo.journal.sqlite_claims`)."""
+        if limit <= 0:
+            return []
+        op = sqlite_claims.claim_due(self._sql, holder, ttl_ms, now_ms, limit, only=only, workflows=workflows,
+                                     skip=skip)
+        return self._lifecycle("claim", op)
+
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         return self._lifecycle("renew", writes.renew(self._sql, run, fence, ttl_ms, now_ms))
+
+    def renew_many(self, claims: Sequence[tuple[str, Fence, int]]) -> list[bool]:
+        return self._lifecycle("renew", sqlite_claims.renew_many(self._sql, claims)) if claims else []
 
     def release(self, run: str, holder: str, token: int | None = None) -> None:
         self._lifecycle("release", writes.release(self._sql, run, holder, token))

@@ -105,6 +105,7 @@ class Sql:
 
     runs: str
     entries: str
+    due_where: str  # reference §7 dueRuns' condition on the run's status, of a runs row aliased r
     index_names: tuple[str, ...]
     ddl: tuple[str, ...]
     admit: str
@@ -170,6 +171,7 @@ class Sql:
         return cls(
             runs=runs,
             entries=entries,
+            due_where=due_where,
             index_names=tuple(f"{prefix}_runs_{n}_idx" for n in ("entries_seq", "parked_token", "due", "created")),
             ddl=ddl,
             admit=f"INSERT OR IGNORE INTO {runs} ({_ADMIT_COLUMNS}) VALUES ({_ADMIT_VALUES})",

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -44,6 +44,7 @@ from telo.journal.claims import DEFAULT_TTL_MS, Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
 
 WakeCallback = Callable[[str], None]
+_SCAN_ALL = 1 << 62  # due_runs' limit when every due run is a candidate
 
 
 class StoreTransaction(abc.ABC):
@@ -128,10 +129,48 @@ class Store(abc.ABC):
         run.
         """
 
+    def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, int]]:
+        """Claim up to ``limit`` runs due at ``now_ms`` (:meth:`due_runs`' rule, in its order) for ``holder`` until
+        ``now_ms + ttl_ms``; the ``(run, fencing token)`` of each granted, in due order.
+
+        Fair claiming: a worker asks for what it can execute now and leaves the other due runs to other
+        workers. Of concurrent callers no two are granted one run, and — on the SQL stores, where the runs are
+        picked and granted in one transaction (PostgreSQL: ``FOR UPDATE SKIP LOCKED``) — none waits for
+        another. Filters: ``only`` these runs (a wake-up names its run); runs of ``workflows`` or of no recorded
+        workflow; never the runs in ``skip`` (ones this process cannot read).
+
+        This generic form lists due runs and claims them one by one (the memory and file journals).
+        """
+        granted: list[tuple[str, int]] = []
+        wanted = None if workflows is None else set(workflows)
+        for run in self.due_runs(now_ms, _SCAN_ALL):
+            if len(granted) >= limit:
+                break
+            if run in skip or (only is not None and run not in only):
+                continue
+            if wanted is not None:
+                record = self.read_run(run)
+                if record is None or (record.workflow is not None and record.workflow not in wanted):
+                    continue
+            token = self.claim(run, holder, ttl_ms, now_ms)
+            if token is not None:
+                granted.append((run, token))
+        return granted
+
     @abc.abstractmethod
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         """Extend the claim to ``now_ms + ttl_ms`` if it is still ``fence``'s (lapsed or not: the token proves
         nobody was granted the run since); False, changing nothing, if it is not."""
+
+    def renew_many(self, claims: Sequence[tuple[str, Fence, int]]) -> list[bool]:
+        """:meth:`renew` for each ``(run, fence, until_ms)`` — the claim extended to ``until_ms`` — in one
+        transaction where the store has them (SQLite, PostgreSQL); one bool per claim, in order."""
+        return [self._renew_until(run, fence, until) for run, fence, until in claims]
+
+    def _renew_until(self, run: str, fence: Fence, until_ms: int) -> bool:
+        # renew() takes a lease and a time; a claim's end is all it computes from them
+        return self.renew(run, fence, until_ms, 0)
 
     @abc.abstractmethod
     def release(self, run: str, holder: str, token: int | None = None) -> None:

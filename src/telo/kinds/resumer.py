@@ -1,8 +1,19 @@
-"""``DurableLocal.Resumer``: the service that sweeps a workflow's due runs and continues them (reference §6).
+"""``DurableLocal.Resumer``: the service that claims a workflow's due runs and continues them (reference §6).
 
-A sweep lists due runs (time parks whose hour has come, runs whose claim lapsed), claims each, and continues
-it with :meth:`Workflow.run_to_rest`; a run this process cannot read (a newer codec, a damaged entry) is
-reported once and skipped, never failed (issue 12: corruption is isolated).
+Due runs are time parks whose hour has come, deliveries waiting to be picked up, scheduled runs, and runs
+whose claim lapsed or whose holder died. A resumer executes at most ``concurrency`` of them at once — the
+worker's slots (:class:`telo.durable.slots.Slots`), shared by every resumer of one ``telo worker`` — and
+claims only as many as it has free slots (:meth:`telo.journal.store.Store.claim_due`), so the rest stay due
+for other workers: four
+workers on 600 due runs each take a share, rather than the first one all it can list (issue 14). It claims:
+
+- every ``interval`` (a sweep), as many due runs as it has free slots;
+- when a slot frees after a sweep that filled them all, again at once — a busy worker keeps its slots full;
+- when a wake-up names a run (PostgreSQL NOTIFY on an unpark or a due admission), that run alone, if a slot is
+  free: of the workers woken, the one whose claim lands first gets it (``SKIP LOCKED``), the others pass.
+
+A run this process cannot read (a newer codec, a damaged entry) is reported once and skipped, never failed
+(issue 12: corruption is isolated).
 """
 
 from __future__ import annotations
@@ -10,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from telo.clock import SYSTEM_CLOCK
 from telo.durable import shutdown
 from telo.durable.aio import AsyncStore
 from telo.durable.halting import halts
+from telo.durable.slots import DEFAULT_CONCURRENCY, Slots
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE
@@ -28,17 +41,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("telo.durable")
 
-
 class Resumer(Resource):
-    """A service that sweeps due runs of one workflow, claims each, and continues it (reference §6)."""
+    """A service that claims due runs of one workflow and continues them (see the module docstring)."""
 
     kind = "DurableLocal.Resumer"
-    batch = 100  # due runs continued concurrently per sweep
 
-    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None,
+                 slots: Slots | None = None) -> None:
         super().__init__(app, name, config, module)
         self.holder = Holder.for_this_process(f"resumer-{name}").to_text()
         self.unreadable: set[str] = set()
+        self.slots = slots if slots is not None else Slots(int(config.get("concurrency") or DEFAULT_CONCURRENCY))
+        self.slots.on_freed(self._slot_freed)
+        self.active: set[asyncio.Task[int]] = set()  # executions this resumer started, still going
+        self._woken: set[str] = set()  # runs named by wake-ups since the last claim
+        self._refill = False  # a slot freed after a claim that filled them all: claim again at once
+        self._saturated = False
         self._wake = asyncio.Event()
         self._stopped = False
         self.resumed = 0
@@ -61,70 +79,109 @@ class Resumer(Resource):
         self.app.hold(self.loop())
 
     async def loop(self) -> None:
+        """Claim and continue due runs until stopped (see the module docstring for when it claims)."""
         loop = asyncio.get_running_loop()
-        def woken(run: str) -> None:
-            loop.call_soon_threadsafe(self._wake.set)
+
+        def woken(run: str) -> None:  # (on the listener's thread)
+            loop.call_soon_threadsafe(self._on_wake, run)
 
         unsubscribe = self.workflow.journal.store.subscribe_wake(woken)
         undrain = shutdown.on_drain(self.stop)
+        next_sweep = 0.0
         try:
             while not self._stopped and not shutdown.draining():
-                await self.sweep()
                 self._wake.clear()
+                now = SYSTEM_CLOCK.monotonic()  # (real time: how often to look, not what the journal records)
+                if now >= next_sweep or self._refill:
+                    self._refill = False
+                    self._woken.clear()  # a sweep claims those too
+                    await self.fill()
+                    if now >= next_sweep:
+                        next_sweep = now + self.interval_s()
+                elif self._woken:
+                    woken_runs, self._woken = sorted(self._woken), set()
+                    await self.fill(only=woken_runs)
+                if self._refill or (self._woken and self.slots.free()):
+                    continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.interval_s())
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, next_sweep - SYSTEM_CLOCK.monotonic()))
         finally:
             undrain()
             if unsubscribe is not None:
                 unsubscribe()
 
-    async def sweep(self) -> int:
-        """One pass: claim and continue every due run; returns how many were continued.
+    def _on_wake(self, run: str) -> None:
+        self._woken.add(run)
+        self._wake.set()
 
-        The due runs of one pass are continued concurrently (at most ``batch``): each is claimed on its own,
-        so this is as safe as one at a time, and their journal writes share group commits instead of each
-        run paying its fsyncs in turn (100 interrupted runs: ~1,300 commits one after another otherwise)."""
+    def _slot_freed(self) -> None:
+        if self._saturated:
+            self._saturated = False
+            self._refill = True
+            self._wake.set()
+
+    async def fill(self, *, only: Sequence[str] | None = None) -> list[asyncio.Task[int]]:
+        """Claim as many due runs as there are free slots (``only`` those, when given) and start continuing each;
+        the executions started (each settles to 1 if it continued its run, 0 if it let it go)."""
         wf = self.workflow
+        free = self.slots.free()
+        if free <= 0 or self._stopped or shutdown.draining():
+            self._saturated = self._saturated or free <= 0
+            return []
         store = wf.store
-        if shutdown.draining():
-            return 0
         try:
-            due = await store.due_runs(self.app.clock.now_ms(), self.batch + len(self.unreadable))
-        except TeloError:
-            log.warning("durable.resumer.sweep_failed", extra={"durable.workflow": wf.name}, exc_info=True)
-            return 0
-        due = [run for run in due if run not in self.unreadable][: self.batch]
-        outcomes = await asyncio.gather(*(self._continue(wf, store, run) for run in due), return_exceptions=True)
-        for outcome in outcomes:  # as one at a time: an unexpected error ends the pass (after the others settled)
+            claimed = await store.claim_due(self.holder, self.app.clock.now_ms(), free, only=only,
+                                            workflows=[wf.name], skip=self.unreadable)
+        except TeloError as exc:
+            if not halts(exc):
+                raise
+            log.warning("durable.resumer.sweep_failed", extra={"durable.workflow": wf.name,
+                                                               "error.code": exc.code, "error.message": exc.message})
+            return []
+        if only is None:
+            self._saturated = len(claimed) >= free
+        started = []
+        for run, fence in claimed:
+            self.slots.busy += 1
+            task = asyncio.ensure_future(self._execute(wf, store, run, fence))
+            self.active.add(task)
+            task.add_done_callback(self._ended)
+            self.app.hold(task)
+            started.append(task)
+        return started
+
+    def _ended(self, task: asyncio.Task[int]) -> None:
+        self.active.discard(task)
+        self.slots.give_back()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("durable.resumer.execution_crashed", exc_info=task.exception())
+
+    async def sweep(self) -> int:
+        """One pass: claim what the free slots allow, continue it all, and wait; how many runs were continued."""
+        results = await asyncio.gather(*await self.fill(), return_exceptions=True)
+        for outcome in results:  # an unexpected error ends the pass (after the others settled)
             if isinstance(outcome, BaseException):
                 raise outcome
-        return sum(outcomes)  # type: ignore[arg-type]
+        return sum(results)  # type: ignore[arg-type]
 
-    async def _continue(self, wf: Workflow, store: AsyncStore, run: str) -> int:
-        """Claim and continue one due run: 1 if it was continued, 0 if skipped (also when the journal failed
-        on the way: the next sweep tries again, and the claim lapses if it could not be released)."""
-        if self._stopped:
-            return 0
-        fence = None
+    async def _execute(self, wf: Workflow, store: AsyncStore, run: str, fence: Fence) -> int:
+        """Continue one claimed run: 1 if it was continued, 0 if skipped (also when the journal failed on the
+        way: a later sweep tries again, and the claim lapses if it could not be released)."""
         try:
-            fence = await store.claim(run, self.holder, self.app.clock.now_ms())
-            if fence is None:
-                return 0
             return await self._continue_claimed(wf, store, run, fence)
         except TeloError as exc:
             if not halts(exc):
                 raise
             log.warning("durable.resumer.journal_failed", extra={"durable.run": run, "error.code": exc.code,
                                                                  "error.message": exc.message})
-            if fence is not None:
-                with contextlib.suppress(TeloError):
-                    await store.release(run, fence)
+            with contextlib.suppress(TeloError):
+                await store.release(run, fence)
             return 0
 
     async def _continue_claimed(self, wf: Workflow, store: AsyncStore, run: str, fence: Fence) -> int:
         record = await store.read_run(run)
         if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
-            await store.release(run, fence)  # settled after due_runs listed it: nothing to continue
+            await store.release(run, fence)  # settled since it was found due: nothing to continue
             return 0
         if record.corrupt is not None:  # damaged: listed and shown, never executed (RunRecord.corrupt)
             await store.release(run, fence)
@@ -139,7 +196,7 @@ class Resumer(Resource):
                     await store.release(run, fence)
                 self._skip(run, exc.code, exc.message)
             elif halts(exc):
-                raise  # the journal failed: _continue reports it and lets go
+                raise  # the journal failed: _execute reports it and lets go
             else:
                 log.warning("durable.resumer.run_failed", extra={"durable.run": run}, exc_info=True)
             return 0
@@ -160,7 +217,8 @@ class Resumer(Resource):
                                                             "error.message": message})
 
     def stop(self) -> None:
-        """Sweep no more (teardown, or the process is draining: telo.durable.shutdown)."""
+        """Claim no more (teardown, or the process is draining: telo.durable.shutdown); executions already
+        started finish (the application holds them)."""
         self._stopped = True
         self._wake.set()
 

@@ -1,15 +1,19 @@
 """``telo worker``: continue due runs of every workflow in a manifest (reference §6 "Local.Resumer").
 
-One resumer per workflow sweeps its journal, claims each due run and continues it with the same code path as
-a start. Claims make any number of workers on one journal safe; PostgreSQL NOTIFY wakes them promptly.
+One resumer per workflow claims its due runs and continues each with the same code path as a start; all of a
+worker's resumers share its ``concurrency`` slots (:class:`telo.durable.slots.Slots`), so the process executes
+at most that many runs at once and claims no more than it can run — the other due runs stay for other workers
+(issue 14). Claims make any number of workers on one journal safe; PostgreSQL NOTIFY wakes them promptly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from telo.durable import shutdown
+from telo.durable.slots import DEFAULT_CONCURRENCY, Slots
 from telo.journal.model import RunFilter
 from telo.kinds.controllers import load_application
 from telo.kinds.resumer import Resumer
@@ -21,28 +25,44 @@ log = logging.getLogger("telo.durable")
 IDLE_HORIZON_MS = 60_000
 
 
-async def run_worker(manifest: str, *, interval: str = "1s", until_idle: bool = False) -> int:
+async def run_worker(manifest: str, *, interval: str = "1s", until_idle: bool = False,
+                     concurrency: int = DEFAULT_CONCURRENCY) -> int:
     app = load_application(manifest)
     await app.start()
-    resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None)
+    slots = Slots(concurrency)
+    resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None, slots)
                 for wf in app.resources.values() if isinstance(wf, Workflow)]
     try:
         if not until_idle:
             await asyncio.gather(*(r.loop() for r in resumers))
-            await app.wait_holds()
-            return app.exit_code
-        while not shutdown.draining():
-            resumed = sum([await r.sweep() for r in resumers])
-            await app.wait_holds()
-            if resumed == 0 and not any(_pending(r) for r in resumers):
-                return app.exit_code
-            await asyncio.sleep(resumers[0].interval_s() if resumers else 0.1)
+        else:
+            await _until_idle(resumers, slots)
         await app.wait_holds()
         return app.exit_code
     finally:
         for r in resumers:
             await r.teardown()
         await app.close()
+
+
+async def _until_idle(resumers: list[Resumer], slots: Slots) -> None:
+    """Keep the slots full until no run is executing, none could be claimed, and none is due soon."""
+    freed = asyncio.Event()
+    slots.on_freed(freed.set)
+    interval = resumers[0].interval_s() if resumers else 0.1
+    while not shutdown.draining():
+        freed.clear()
+        started = [task for r in resumers for task in await r.fill()]
+        executing = any(r.active for r in resumers)
+        if not started and not executing:
+            if not any(_pending(r) for r in resumers):
+                return
+            await asyncio.sleep(interval)
+            continue
+        if not started or slots.free() == 0:
+            # Wait for a slot to free (or, with slots free and nothing claimable now, for the next sweep).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(freed.wait(), interval if slots.free() else None)
 
 
 def _ref(app: Application, wf: Workflow) -> object:

@@ -15,7 +15,7 @@ The ledger properties (:func:`check_ledger`), for a set of runs that all complet
   next line was written after that kill was sent — so a step never ran twice while its first executor was
   alive (an interrupted step is re-driven with the same key, never a completed one);
 - no killed process left more effects to re-drive than it could have had in flight: at most the fan-out's
-  concurrency per run, and runs of at most ``max_runs`` (a worker continues up to ``Resumer.batch`` runs of
+  concurrency per run, and runs of at most ``max_runs`` (a worker continues up to ``DEFAULT_CONCURRENCY`` runs of
   one sweep at once; a ``telo run`` process, one).
 """
 
@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from telo.durable.handle import DEFERRED_STEPS
+from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.journal import eventlog
 from telo.journal.claims import holder_is_dead
 from telo.journal.model import RunFilter, RunRecord
 from telo.journal.store import Store
-from telo.kinds.resumer import Resumer
 from tests.crash.support import REPO_ROOT, StoreSpec
 
 WORKFLOWS = Path(__file__).resolve().parent
@@ -375,7 +375,7 @@ class LedgerReport:
 
 
 def check_ledger(flow: Flow, store: Store, runs: Iterable[str], ctx: str,
-                 max_runs: int = Resumer.batch) -> LedgerReport:
+                 max_runs: int = DEFAULT_CONCURRENCY) -> LedgerReport:
     """The ledger properties of the module docstring, for ``runs`` (all completed) and the whole ledger."""
     runs = list(runs)
     lines = flow.ledger_lines()
