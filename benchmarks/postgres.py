@@ -19,15 +19,18 @@ of other users. Measured, each figure a **block**:
   figure is the median of its rounds, a ratio the median of the per-round ratios);
 - **workers**: ``--due`` runs admitted ``scheduled`` and due now (``telo.operations.starting.schedule``, the
   workflow's digest), then N ``telo worker MANIFEST --until-idle`` processes (``--interval``, and
-  ``--concurrency`` when ``telo worker --help`` lists it) started at once; timed from starting them until the
-  runs table shows every run ``completed``. A run is attributed to the process that ran its last step: there
-  the step function (``FUNCTIONS`` plus a wrapper enabled by ``BENCH_LEDGER``) appends a line to the ledger
-  file ``ledger/<pid>`` in the block's directory;
+  ``--concurrency`` when ``telo worker --help`` lists it) started at once. The step function (``FUNCTIONS`` plus
+  a wrapper enabled by ``BENCH_LEDGER``) appends a line with the time to the ledger file ``ledger/<pid>`` of the
+  process that runs a run's first step, and of the one that runs its last step; the drain's steps/s is over the
+  time from the first run's first step to the last run's last step — what the workers do once started; their
+  start-up (loading Python and the manifest, ~0.5 s a process, the same for any count of them) is reported
+  beside it — and a run is attributed to the process that ran its last step;
 - ``--peers``: **DBOS** 3.4 (``benchmarks/.peers-venv``, installed by ``benchmarks/durable.py``'s helper) with its
   system database on the same server (a database of its own), through ``benchmarks/peers/dbos_pg_bench.py``:
   sequential (sync workflow of 10 ``@DBOS.step()``s), in flight (async workflows), and a DBOS queue
   (``worker_concurrency`` ``--concurrency``, polled every ``--interval``) of ``--due`` workflows drained by 1 and
-  2 processes, timed like telo's workers.
+  2 processes, timed like telo's workers (from the first workflow's dequeue to the last one's completion,
+  ``dbos.workflow_status``).
 
 Beside each block's steps/s (only the 10 function steps count): the CPU time per step of the client — this
 process's own (``time.process_time()``, all threads) for telo's in-process figures, the DBOS process's own for
@@ -100,19 +103,25 @@ def load_durable() -> Any:
 durable = load_durable()
 STEPS: int = durable.STEPS
 
-# Appended to durable.FUNCTIONS in the workers' application: the process that runs a run's last step writes a
-# line to ledger/<its pid>, so the lines count each worker's runs (nothing changes without BENCH_LEDGER).
+# Appended to durable.FUNCTIONS in the workers' application: the process that runs a run's first step writes a
+# ``start <epoch s>`` line to ledger/<its pid>, the one that runs its last step a ``run <epoch s>`` line, so the
+# lines count each worker's runs and time the drain from the first step to the last (nothing changes without
+# BENCH_LEDGER).
 LEDGER = f"""
 
 _LEDGER_DIR = os.environ.get("BENCH_LEDGER")
 if _LEDGER_DIR:
+    import time as _time
+
     _ledger = open(os.path.join(_LEDGER_DIR, str(os.getpid())), "a", buffering=1)
     _add = add
 
     async def add(inputs):
         out = await _add(inputs)
+        if inputs["n"] == 0:
+            _ledger.write(f"start {{_time.time()}}\\n")
         if inputs["n"] == {STEPS - 1}:
-            _ledger.write("run\\n")
+            _ledger.write(f"run {{_time.time()}}\\n")
         return out
 """
 
@@ -474,14 +483,18 @@ async def telo_workers(h: Harness, args: argparse.Namespace, url: str, prefix: s
                 p.wait(timeout=60)
         finally:
             stop_processes(procs)
-        return {"rate": args.due * STEPS / (t1 - t0), "elapsed_s": t1 - t0,
-                "exit_codes": [p.returncode for p in procs]}
+        lines = {p.name: [line.split() for line in p.read_text().splitlines()] for p in ledger.iterdir()}
+        counts = {pid: sum(1 for kind, _ in mine if kind == "run") for pid, mine in lines.items()}
+        first = min(float(at) for mine in lines.values() for kind, at in mine if kind == "start")
+        last = max(float(at) for mine in lines.values() for kind, at in mine if kind == "run")
+        runs_by_worker = [counts.get(str(p.pid), 0) for p in procs]
+        # The drain's rate: from the first run's first step to the last run's last step, so that the processes'
+        # start-up (loading Python and the manifest, the same for every count of workers) does not dilute it.
+        return {"rate": args.due * STEPS / (last - first), "drain_s": last - first, "elapsed_s": t1 - t0,
+                "launch_rate": args.due * STEPS / (t1 - t0), "exit_codes": [p.returncode for p in procs],
+                "runs_by_worker": runs_by_worker, "shares": [c / args.due for c in runs_by_worker]}
 
-    out = await h.block(args.due * STEPS, drain, client="children")
-    counts = {p.name: len(p.read_text().splitlines()) for p in ledger.iterdir()}
-    out["runs_by_worker"] = [counts.get(str(p.pid), 0) for p in procs]
-    out["shares"] = [c / args.due for c in out["runs_by_worker"]]
-    return out
+    return await h.block(args.due * STEPS, drain, client="children")
 
 
 # --- DBOS ----------------------------------------------------------------------------------------------------
@@ -609,7 +622,12 @@ def dbos_drain(py: str, url: str, name: str, n: int, conn: psycopg.Connection[An
                             "GROUP BY executor_id", (name,)).fetchall()
         by = dict(rows)
         counts = [int(by.get(f"{name}-w{i}", 0)) for i in range(n)]
-        return {"rate": args.due * STEPS / (t1 - t0), "elapsed_s": t1 - t0, "runs_by_worker": counts,
+        span = conn.execute("SELECT min(started_at_epoch_ms), max(updated_at) FROM dbos.workflow_status "
+                            "WHERE queue_name = %s", (name,)).fetchone()
+        assert span is not None
+        drain_s = (span[1] - span[0]) / 1000  # first dequeue to last completion, as telo's drain (telo_workers)
+        return {"rate": args.due * STEPS / drain_s, "drain_s": drain_s, "elapsed_s": t1 - t0,
+                "launch_rate": args.due * STEPS / (t1 - t0), "runs_by_worker": counts,
                 "shares": [c / args.due for c in counts]}
     return body
 
@@ -768,10 +786,14 @@ def print_report(args: argparse.Namespace, rep: dict[str, Any]) -> None:
           f"block (range {min(raws):,.0f}..{max(raws):,.0f}/s); a block's vs raw is over the mean of the two beside "
           f"it; telo figures: median of {args.rounds} rounds; vs DBOS: (figure / raw beside it) over (DBOS's / raw "
           f"beside it); client CPU: this process (telo sequential and in flight), the DBOS process (DBOS sequential "
-          f"and in flight), the worker processes' whole lives, their start-up included (drains); cores busy: "
+          f"and in flight), the worker processes' whole lives, their start-up included (drains: so it overstates "
+          f"their CPU per step); drains: steps/s from the first run's first step to the last run's last step (telo), "
+          f"first dequeue to last completion (DBOS), the processes' start-up excluded; cores busy: "
           f"(client + server CPU) / elapsed")
     for n, wk in rep["workers"].items():
-        print(f"{n} telo worker(s): {wk['elapsed_s']:.2f} s, runs per worker {wk['runs_by_worker']} "
+        print(f"{n} telo worker(s): drained in {wk['drain_s']:.2f} s (first step to last; {wk['elapsed_s']:.2f} s "
+              f"from launching the processes, {wk['launch_rate']:,.0f} steps/s), "
+              f"runs per worker {wk['runs_by_worker']} "
               f"({' '.join(f'{s:.0%}' for s in wk['shares'])}), exit codes {wk['exit_codes']}")
     if rep["two_workers_over_one"] is not None:
         print(f"2 workers / 1 worker: {rep['two_workers_over_one']:.2f}x")
@@ -783,7 +805,8 @@ def print_report(args: argparse.Namespace, rep: dict[str, Any]) -> None:
     elif db:
         for n in (1, 2):
             q = db[f"queue{n}"]
-            print(f"DBOS queue, {n} process(es): {q['elapsed_s']:.2f} s, workflows per process {q['runs_by_worker']}"
+            print(f"DBOS queue, {n} process(es): drained in {q['drain_s']:.2f} s (first dequeue to last completion; "
+                  f"{q['elapsed_s']:.2f} s from launching the processes), workflows per process {q['runs_by_worker']}"
                   f" (worker_concurrency {args.concurrency}, polling_interval_sec {interval_s(args)})")
     print(f"load average {info['load_end']:.2f} at end")
     print()

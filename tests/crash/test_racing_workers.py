@@ -229,9 +229,10 @@ def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
         ledger = flow.ledger_lines()
 
         async def stale_claim_due(self: AsyncStore, holder: str, now_ms: int, limit: int,
-                                  **filters: object) -> list[tuple[str, Fence]]:
+                                  **filters: object) -> list[tuple[RunRecord, Fence]]:
             fence = await self.claim(run, holder, now_ms)
-            return [] if fence is None else [(run, fence)]
+            record = await self.read_run(run)
+            return [] if fence is None or record is None else [(record, fence)]
 
         async def sweep() -> int:
             app = load_application(flow.manifest, env=flow.env)

@@ -107,6 +107,8 @@ class AsyncStore:
     async def read_run(self, run: str) -> RunRecord | None:
         if self._inline_reads:
             return self.sync.read_run(run)
+        if self._group is not None:
+            return await self._group.read_run_async(run)
         return await self._call(self.sync.read_run, run)
 
     async def run_status(self, run: str, *, shared: bool = True) -> str | None:
@@ -157,13 +159,18 @@ class AsyncStore:
         return None if token is None else Fence(holder, token, asked)
 
     async def claim_due(self, holder: str, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                        workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, Fence]]:
-        """Claim up to ``limit`` due runs for the journal's lease (:meth:`Store.claim_due`): each with the fence
-        its execution then writes through."""
+                        workflows: Sequence[str] | None = None,
+                        skip: Collection[str] = ()) -> list[tuple[RunRecord, Fence]]:
+        """Dequeue up to ``limit`` due runs for the journal's lease (:meth:`Store.claim_due`): each started run's
+        record, with the fence its execution then writes through."""
         asked = SYSTEM_CLOCK.monotonic()  # real time, as in claim()
-        granted = await self._call(self.sync.claim_due, holder, self.claim_ttl_ms, now_ms, limit, only=only,
-                                   workflows=workflows, skip=skip)
-        return [(run, Fence(holder, token, asked)) for run, token in granted]
+        if self._group is not None:
+            granted = await self._group.claim_due_async(holder, self.claim_ttl_ms, now_ms, limit, only=only,
+                                                        workflows=workflows, skip=skip)
+        else:
+            granted = await self._call(self.sync.claim_due, holder, self.claim_ttl_ms, now_ms, limit, only=only,
+                                       workflows=workflows, skip=skip)
+        return [(record, Fence(holder, record.fence, asked)) for record in granted]
 
     async def renew(self, run: str, fence: Fence, now_ms: int) -> bool:
         renewed: bool = await self._call(self.sync.renew, run, fence, self.claim_ttl_ms, now_ms)
@@ -174,6 +181,8 @@ class AsyncStore:
         await self._call(self.sync.release, run, fence.holder, fence.token)
 
     async def update_run(self, run: str, *, fence: Fence | None = None, **fields: Any) -> RunRecord:
+        if self._group is not None:
+            return await self._group.update_run_async(run, fence=fence, **fields)
         return await self._call(lambda: self.sync.update_run(run, fence=fence, **fields))
 
     async def deliver(self, token: str, value: str | None, v: int | None) -> str | None:

@@ -119,6 +119,9 @@ class ExecutionSettings:
     clock: Clock
     fresh: bool  # admitted just now: its journal is known to be empty (nothing to read)
     watches: tuple[ExecutionWatch, ...] = ()  # the execution observers' (telo.durable.observers)
+    # the run's record as the caller read it under its claim (the digest check's fields change only through the
+    # claim holder or an operator's resume, which needs the claim too): None to read it when needed
+    record: RunRecord | None = None
 
 
 async def execute_run(
@@ -131,14 +134,16 @@ async def execute_run(
     services: Services | None = None,
     clock: Clock = SYSTEM_CLOCK,
     fresh: bool = False,
+    record: RunRecord | None = None,
 ) -> Execution:
     """Execute (or continue) ``run``; the caller has admitted it and holds its claim, ``fence``: every write of
     the execution goes through it, and the execution stops should the run be granted to another.
 
-    ``fresh``: the caller admitted the run just now, so its journal is known to be empty (nothing to read).
+    ``fresh``: the caller admitted the run just now, so its journal is known to be empty (nothing to read);
+    ``record``: its record as the caller read it under the claim (not read again).
     The execution runs inside the context of each execution observer (telo.durable.observers: tracing)."""
     settings = ExecutionSettings(store, run, body, call_inputs, fence, services or Services(clock=clock), clock,
-                                 fresh)
+                                 fresh, record=record)
     observers = execution_observers()
     if not observers:
         return await _execute(settings)
@@ -167,9 +172,9 @@ async def _execute_recovered(settings: ExecutionSettings, renewal: Renewal) -> E
         if settings.fresh:
             state = eventlog.RunState(run, None, {}, 0, 0, _EMPTY_HASH)
         elif not store.sync.inline_calls:  # replaying a long journal reads a file or a database
-            state = await asyncio.to_thread(eventlog.recover, store.sync, run)
+            state = await asyncio.to_thread(eventlog.recover, store.sync, run, settings.record)
         else:
-            state = eventlog.recover(store.sync, run)
+            state = eventlog.recover(store.sync, run, settings.record)
     except TeloError as exc:  # its journal cannot be read now (damaged, newer, the journal unreachable)
         if not halts(exc):
             raise
@@ -211,7 +216,7 @@ async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Exec
                 if settings.fresh:  # the admission recorded the digest and its scope in the run record
                     await handle.record_decision(DIGEST_PATH, "digest", body.digest.record(), body.digest.frame)
                 else:
-                    await _check_digest(store, handle, run, body.digest, body.name)
+                    await _check_digest(store, handle, run, body.digest, body.name, settings.record)
             module = dict(body.module_scope())
             inputs_ev = body.inputs
             inputs = await handle.decide(
@@ -272,7 +277,8 @@ async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Exec
     return execution
 
 
-async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, current: Digest, workflow: str) -> None:
+async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, current: Digest, workflow: str,
+                        known: RunRecord | None) -> None:
     """Hold a run whose reachable manifest changed since it started (spec §9 ERR_DURABLE_MANIFEST_CHANGED),
     unless an operator accepted exactly this change (``telo resume --force``)."""
     recorded = await handle.decide(DIGEST_PATH, "digest", current.record)
@@ -287,7 +293,7 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
         old_map = recorded["manifest"]
         old_value = value_of(old_map)
     if old_value == current.value:
-        record = await store.read_run(run)
+        record = known if known is not None else await store.read_run(run)
         if record is not None and record.digest_scope != current.scope:
             await store.update_run(run, fence=handle.fence, manifest_digest=current.value,
                                    digest_scope=current.scope)
@@ -297,7 +303,7 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
         held = handle.recorded(held_path(holds))
         accepted = handle.recorded(hold_path(holds))
         if held is not None and accepted is not None and held.decode(run).get("digest") == current.value:
-            record = await store.read_run(run)
+            record = known if known is not None else await store.read_run(run)
             if record is not None and record.manifest_digest != current.value:
                 await store.update_run(run, fence=handle.fence, manifest_digest=current.value,
                                        digest_scope=current.scope)

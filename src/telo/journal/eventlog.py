@@ -239,9 +239,11 @@ def state_hash(entries: Mapping[str, Entry]) -> str:
     return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def recover(store: Store, run: str) -> RunState:
-    """Rebuild a run's canonical state: newest snapshot plus the records after it (event-log §4)."""
-    record = store.read_run(run)
+def recover(store: Store, run: str, record: RunRecord | None = None) -> RunState:
+    """Rebuild a run's canonical state: newest snapshot plus the records after it (event-log §4). ``record``:
+    the run's record, when the caller has just read it (not read again)."""
+    if record is None:
+        record = store.read_run(run)
     entries, epoch, version = fold(run, store.read_entries(run))
     return RunState(run, record, entries, epoch, version, state_hash(entries))
 

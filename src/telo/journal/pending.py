@@ -91,9 +91,7 @@ def settle(ops: list[PendingOp[Any]]) -> None:
         here = None
     for loop, settled in by_loop.items():
         if loop is here:
-            # Committed by a caller on this very loop (commit_queued, about to wait for these writes): settled at
-            # once, so that it finds them done and need not give the loop an iteration to learn it.
-            _settle_on_loop(settled)
+            loop.call_soon(_settle_on_loop, settled)
             continue
         with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
             loop.call_soon_threadsafe(_settle_on_loop, settled)

@@ -43,7 +43,7 @@ from telo.journal.columns import json_text as dump
 from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
 from telo.journal.postgres_groups import append_group
-from telo.journal.postgres_reads import PgReads
+from telo.journal.postgres_reads import LoopReads, PgReads
 from telo.journal.postgres_rows import db_errors
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
 from telo.journal.postgres_sql import PgSql
@@ -53,6 +53,7 @@ from telo.journal.postgres_writer import PgBatches
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction, WakeCallback
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 DEFAULT_POOL_SIZE = 4
 
@@ -105,8 +106,8 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
         groups = ((ops.PgAdmit, ops.admit_group), (ops.PgAppend, append_group), (ops.PgComplete, ops.complete_group))
         self._writer = GroupCommitWriter(PgBatches(self._writer_connection, groups), f"telo-pg-writer:{names.prefix}")
         self._wake = WakeHub(url, names.channel)
-        # status_async: per event loop, the runs whose status was asked for in this loop iteration
-        self._status_asks: dict[asyncio.AbstractEventLoop, dict[str, list[asyncio.Future[str | None]]]] = {}
+        self._records: LoopReads[RunRecord] = LoopReads(self.read_runs)
+        self._statuses: LoopReads[str] = LoopReads(self.read_statuses)
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
         return psycopg.connect(self._url, autocommit=True, **CONNECT_OPTIONS)
@@ -193,6 +194,9 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
         op = ops.record_update(self._q, run, changes, self._clock.now_ms(), fence)
         return self._write("update a run", op)
 
+    def update_run_async(self, run: str, *, fence: Fence | None = None, **changes: Any) -> asyncio.Future[RunRecord]:
+        return self._queued(ops.record_update(self._q, run, changes, self._clock.now_ms(), fence))
+
     # --- claims -----------------------------------------------------------------------------------------
 
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
@@ -202,12 +206,18 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
         return self._queued(ops.claim(self._q, run, holder, ttl_ms, now_ms))
 
     def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, int]]:
-        """Picked and granted by one statement, ``FOR UPDATE SKIP LOCKED`` (``postgres_ops.claim_due``)."""
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[RunRecord]:
+        """Picked, granted and started by one statement, ``FOR UPDATE SKIP LOCKED`` (``postgres_ops.claim_due``)."""
         if limit <= 0:
             return []
         op = ops.claim_due(self._q, holder, ttl_ms, now_ms, limit, only=only, workflows=workflows, skip=skip)
         return self._write("claim due runs", op)
+
+    def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
+                        only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
+                        skip: Collection[str] = ()) -> asyncio.Future[list[RunRecord]]:
+        op = ops.claim_due(self._q, holder, ttl_ms, now_ms, max(limit, 0), only=only, workflows=workflows, skip=skip)
+        return self._queued(op)
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         # On a pooled connection, not through the writer: a renewal may wait for the row lock of a joinable
@@ -273,48 +283,27 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
         with db_errors("truncate journal entries"), self._conn(join=True) as conn:
             return conn.execute(self._q.truncate, (run, seq)).rowcount
 
-    # --- status reads for cancel checks ------------------------------------------------------------------
+    # --- reads an event loop asks for -------------------------------------------------------------------
 
-    def read_statuses(self, runs: list[str]) -> dict[str, str]:
-        """The status of each of ``runs`` that exists, read at once (the cancel checks of many runs)."""
-        with db_errors("read run statuses"), self._conn(join=True) as conn:
-            return {str(run): str(status) for run, status in conn.execute(self._q.statuses, (runs,)).fetchall()}
+    def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:
+        """The run's record, for a caller on an event loop (on its thread): the reads asked in one loop iteration
+        share ONE query, on a worker thread (:class:`telo.journal.postgres_reads.LoopReads`). Inside an ambient
+        transaction it is read at once, on that transaction's connection."""
+        return self._loop_read(self._records, run, self.read_run)
 
     def status_async(self, run: str) -> asyncio.Future[str | None]:
-        """The run's status (None if unknown), for a caller on an event loop (called on its thread): the asks
-        of one loop iteration share ONE query, made on a worker thread (a round trip must not block the loop).
-        Inside an ambient transaction it is read at once, on that transaction's connection."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[str | None] = loop.create_future()
-        if ambient_of(self) is not None:
-            try:
-                future.set_result(self.read_statuses([run]).get(run))
-            except Exception as exc:
-                future.set_exception(exc)
-            return future
-        asks = self._status_asks.get(loop)
-        if asks is None:
-            asks = self._status_asks[loop] = {}
-            loop.call_soon(self._answer_statuses, loop)
-        asks.setdefault(run, []).append(future)
+        """The run's status (None if unknown), asked for as :meth:`read_run_async` is (the cancel checks)."""
+        return self._loop_read(self._statuses, run, lambda r: self.read_statuses([r]).get(r))
+
+    def _loop_read(self, reads: LoopReads[V], run: str, at_once: Callable[[str], V | None]) -> asyncio.Future[V | None]:
+        if ambient_of(self) is None:
+            return reads.ask(run)
+        future: asyncio.Future[V | None] = asyncio.get_running_loop().create_future()
+        try:
+            future.set_result(at_once(run))
+        except Exception as exc:
+            future.set_exception(exc)
         return future
-
-    def _answer_statuses(self, loop: asyncio.AbstractEventLoop) -> None:
-        asks = self._status_asks.pop(loop, {})
-        reading = loop.run_in_executor(None, self.read_statuses, list(asks))
-
-        def answer(done: asyncio.Future[dict[str, str]]) -> None:
-            error = done.exception()
-            for run, futures in asks.items():
-                for future in futures:
-                    if future.done():
-                        continue
-                    if error is not None:
-                        future.set_exception(error)
-                    else:
-                        future.set_result(done.result().get(run))
-
-        reading.add_done_callback(answer)
 
     # --- transactions, wake-ups, lifecycle -------------------------------------------------------------
 

@@ -329,18 +329,19 @@ def deliver(q: PgSql, token: str, value: str | None, v: int | None, now_ms: int)
 
 
 def claim_due(q: PgSql, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None,
-              workflows: Sequence[str] | None, skip: Collection[str]) -> Op[list[tuple[str, int]]]:
-    """Fair claiming (``Store.claim_due``): up to ``limit`` due runs granted to ``holder`` by the statement
-    that picks them, ``FOR UPDATE SKIP LOCKED`` — two workers asking at once get disjoint runs and neither
-    waits for the other; (run, fencing token) of each, in due order."""
-    def op(conn: Conn) -> list[tuple[str, int]]:
+              workflows: Sequence[str] | None, skip: Collection[str]) -> Op[list[RunRecord]]:
+    """Fair claiming (``Store.claim_due``): up to ``limit`` due runs granted to ``holder`` and started by the
+    statement that picks them, ``FOR UPDATE SKIP LOCKED`` — two workers asking at once get disjoint runs and
+    neither waits for the other; the record of each, in due order."""
+    def op(conn: Conn) -> list[RunRecord]:
         rows = conn.execute(q.dead_holder_candidates, (now_ms, f"@{this_host()}:")).fetchall()
         dead = [r[0] for r in rows if holder_is_dead(r[0])]
         params = {"now": now_ms, "dead": dead, "limit": limit, "h": holder, "until": now_ms + ttl_ms,
                   "workflows": None if workflows is None else list(workflows),
                   "only": None if only is None else list(only), "skip": list(skip)}
-        granted = conn.execute(q.claim_due, params).fetchall()
-        granted.sort(key=lambda r: (r[2] is not None, r[2] or 0, r[0]))
-        return [(str(run), int(token)) for run, token, _ in granted]
+        with conn.cursor(row_factory=dict_row) as cur:
+            granted = cur.execute(q.claim_due, params).fetchall()
+        granted.sort(key=lambda r: (r["was_due"] is not None, r["was_due"] or 0, r["run"]))
+        return [record_from_row(row) for row in granted]
 
     return op

@@ -40,21 +40,23 @@ _INSERT_ENTRY: Final = ("INSERT INTO {entries} (run, path, entry_kind, decision,
 # reference §7 dueRuns: free, lapsed or a dead local holder's (%(dead)s) claim, and a status that is due.
 _DUE_WHERE: Final = (
     "(r.claim_until IS NULL OR r.claim_until <= %(now)s OR r.claim_holder IS NULL OR r.claim_holder = '' "
-    "OR r.claim_holder = ANY(%(dead)s)) AND (r.status = 'running' OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
+    "OR r.claim_holder = ANY(%(dead)b::text[])) "
+    "AND (r.status = 'running' OR (r.status = 'scheduled' AND r.due_at <= %(now)s) "
     "OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
     "(SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path))))"
 )
 # Rows another sweep (or a worker's claim) has locked are passed over, not waited for.
 _DUE_ORDER: Final = ' ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED'
-# Fair claiming (Store.claim_due): the due runs a worker can execute now, granted in the statement that picks
-# them; the caller's filters are arrays, NULL for "any".
+# Fair claiming (Store.claim_due): the due runs a worker can execute now, granted and started (running, the park
+# lifted) by the statement that picks them; the caller's filters are arrays, NULL for "any".
 _CLAIM_DUE: Final = (
-    "WITH due AS (SELECT r.run FROM {runs} r WHERE " + _DUE_WHERE
-    + " AND (%(workflows)s::text[] IS NULL OR r.workflow IS NULL OR r.workflow = ANY(%(workflows)s::text[])) "
-    "AND (%(only)s::text[] IS NULL OR r.run = ANY(%(only)s::text[])) AND NOT (r.run = ANY(%(skip)s::text[]))"
+    "WITH due AS (SELECT r.run, r.due_at FROM {runs} r WHERE " + _DUE_WHERE
+    + " AND (%(workflows)b::text[] IS NULL OR r.workflow IS NULL OR r.workflow = ANY(%(workflows)b::text[])) "
+    "AND (%(only)b::text[] IS NULL OR r.run = ANY(%(only)b::text[])) AND NOT (r.run = ANY(%(skip)b::text[]))"
     + _DUE_ORDER + ") UPDATE {runs} r SET claim_holder = %(h)s, claim_until = %(until)s, "
-    "claim_fence = COALESCE(r.claim_fence, 0) + 1 FROM due WHERE r.run = due.run "
-    "RETURNING r.run, r.claim_fence, r.due_at"
+    "claim_fence = COALESCE(r.claim_fence, 0) + 1, status = 'running', parked_path = NULL, parked_resource = NULL, "
+    "parked_token = NULL, parked_reason = NULL, due_at = NULL, updated_at = %(now)s FROM due WHERE r.run = due.run "
+    "RETURNING {cols}, due.due_at AS was_due"
 )
 # A group of appends (rows in batch order, numbered by ORDINALITY so that each run's entries take their seqs in
 # that order): stored unless the path has an entry (first writer wins; a path twice in the arrays is stored
@@ -62,8 +64,8 @@ _CLAIM_DUE: Final = (
 # fence's; the run's row is read FOR SHARE, as by a single fenced append. RETURNING names what went in.
 _APPEND_MANY: Final = (
     _INSERT_ENTRY + "SELECT u.run, u.path, u.kind, u.decision, u.target, u.value, u.v, u.crc "
-    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::integer[], "
-    "%s::bigint[], %s::text[], %s::bigint[]) WITH ORDINALITY "
+    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::integer[], "
+    "%b::bigint[], %b::text[], %b::bigint[]) WITH ORDINALITY "
     "AS u(run, path, kind, decision, target, value, v, crc, f_holder, f_token, ord) "
     "JOIN {runs} r ON r.run = u.run "
     "WHERE u.f_holder IS NULL OR (r.claim_holder = u.f_holder AND r.claim_fence = u.f_token) "
@@ -75,8 +77,8 @@ _ADMIT_MANY: Final = (
     "digest_scope, created_at, updated_at, epoch, claim_holder, claim_until, claim_fence) "
     "SELECT u.run, u.status, u.due_at, u.inputs, u.inputs_v, u.workflow, u.digest, u.scope, u.now, u.now, 0, "
     "u.holder, u.until, u.fence "
-    "FROM unnest(%s::text[], %s::text[], %s::bigint[], %s::text[], %s::integer[], %s::text[], %s::text[], "
-    "%s::text[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[]) WITH ORDINALITY "
+    "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::integer[], %b::text[], %b::text[], "
+    "%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[]) WITH ORDINALITY "
     "AS u(run, status, due_at, inputs, inputs_v, workflow, digest, scope, now, holder, until, fence, ord) "
     "ORDER BY u.ord ON CONFLICT (run) DO NOTHING RETURNING run"
 )
@@ -86,8 +88,8 @@ _COMPLETE_MANY: Final = (
     "error = u.error, collapsed_regions = u.regions, collapse_reasons = u.reasons, replayed_steps = u.replayed, "
     "due_at = NULL, parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_reason = NULL, "
     "claim_holder = NULL, claim_until = NULL, updated_at = u.now "
-    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::integer[], %s::text[], %s::integer[], %s::text[], "
-    "%s::integer[], %s::bigint[], %s::text[], %s::bigint[]) "
+    "FROM unnest(%b::text[], %b::text[], %b::text[], %b::integer[], %b::text[], %b::integer[], %b::text[], "
+    "%b::integer[], %b::bigint[], %b::text[], %b::bigint[]) "
     "AS u(run, status, result, result_v, error, regions, reasons, replayed, now, f_holder, f_token) "
     "WHERE r.run = u.run AND (u.f_holder IS NULL OR (r.claim_holder = u.f_holder AND r.claim_fence = u.f_token)) "
     "RETURNING {cols}"
@@ -129,6 +131,7 @@ class PgSql:
     select_entries: str
     truncate: str
     statuses: str  # (run, status) of each run in an array
+    select_runs: str  # the record of each run in an array
     notify_many: str  # a NOTIFY per run of an array, delivered when the transaction commits
     # group statements: one array per column (see the module docstring)
     append_many: str
@@ -184,7 +187,7 @@ class PgSql:
             dead_holder_candidates=fmt("SELECT DISTINCT claim_holder FROM {runs} WHERE claim_until > %s "
                                        "AND position(%s in claim_holder) > 0"),
             due=fmt("SELECT r.run FROM {runs} r WHERE " + _DUE_WHERE + _DUE_ORDER),
-            claim_due=fmt(_CLAIM_DUE),
+            claim_due=fmt(_CLAIM_DUE.replace("{cols}", ", ".join(f"r.{c}" for c in RUN_COLS))),
             claim=fmt(f"UPDATE {{runs}} SET {_GRANT} WHERE run = %(run)s AND "
                       "(claim_until IS NULL OR claim_until <= %(now)s OR claim_holder IS NULL OR claim_holder = '') "
                       "RETURNING claim_fence"),
@@ -193,8 +196,8 @@ class PgSql:
                            "WHERE run = %(run)s AND claim_holder = %(other)s AND claim_until = %(was)s "
                            "RETURNING claim_fence"),
             renew=fmt("UPDATE {runs} SET claim_until = %s WHERE run = %s AND claim_holder = %s AND claim_fence = %s"),
-            renew_many=fmt("WITH mine AS (SELECT r.run, u.until FROM {runs} r JOIN unnest(%s::text[], %s::text[], "
-                           "%s::bigint[], %s::bigint[]) AS u(run, holder, token, until) ON r.run = u.run "
+            renew_many=fmt("WITH mine AS (SELECT r.run, u.until FROM {runs} r JOIN unnest(%b::text[], %b::text[], "
+                           "%b::bigint[], %b::bigint[]) AS u(run, holder, token, until) ON r.run = u.run "
                            "AND r.claim_holder = u.holder AND r.claim_fence = u.token FOR UPDATE OF r SKIP LOCKED) "
                            "UPDATE {runs} r SET claim_until = mine.until FROM mine WHERE r.run = mine.run "
                            "RETURNING r.run"),
@@ -214,10 +217,11 @@ class PgSql:
             select_entry=fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s"),
             select_entries=fmt("SELECT {ecols} FROM {entries} WHERE run = %s ORDER BY seq"),
             truncate=fmt("DELETE FROM {entries} WHERE run = %s AND seq < %s"),
-            statuses=fmt("SELECT run, status FROM {runs} WHERE run = ANY(%s)"),
-            notify_many=fmt("SELECT pg_notify(%s, r) FROM unnest(%s::text[]) AS r"),
+            statuses=fmt("SELECT run, status FROM {runs} WHERE run = ANY(%b::text[])"),
+            select_runs=fmt("SELECT {cols} FROM {runs} WHERE run = ANY(%b::text[])"),
+            notify_many=fmt("SELECT pg_notify(%s, r) FROM unnest(%b::text[]) AS r"),
             append_many=fmt(_APPEND_MANY),
-            unappend_many=fmt("DELETE FROM {entries} e USING unnest(%s::text[], %s::text[], %s::bigint[]) "
+            unappend_many=fmt("DELETE FROM {entries} e USING unnest(%b::text[], %b::text[], %b::bigint[]) "
                               "AS u(run, path, seq) WHERE e.run = u.run AND e.path = u.path AND e.seq = u.seq"),
             admit_many=fmt(_ADMIT_MANY),
             complete_many=fmt(_COMPLETE_MANY.format(cols=", ".join(f"r.{c}" for c in RUN_COLS))),

@@ -254,6 +254,16 @@ class SqliteStore(Store, GroupCommitStore):
         op = writes.record_update(self._sql, run, changes, self._clock.now_ms(), fence)
         return self._lifecycle("record update", op)
 
+    def update_run_async(self, run: str, *, fence: Fence | None = None, **changes: Any) -> asyncio.Future[RunRecord]:
+        op = writes.record_update(self._sql, run, changes, self._clock.now_ms(), fence)
+        return self._lifecycle_async("record update", op)
+
+    def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:
+        """Read at once (a WAL read never waits for the writer); the future is done on return."""
+        future: asyncio.Future[RunRecord | None] = asyncio.get_running_loop().create_future()
+        future.set_result(self.read_run(run))
+        return future
+
     def run_parked_on(self, token: str) -> RunRecord | None:
         return self._read(reads.parked_on(self._sql, token))
 
@@ -273,13 +283,20 @@ class SqliteStore(Store, GroupCommitStore):
         return self._lifecycle_async("claim", writes.claim(self._sql, run, holder, ttl_ms, now_ms))
 
     def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, int]]:
-        """Picked and granted in one write transaction (:mod:`telo.journal.sqlite_claims`)."""
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[RunRecord]:
+        """Picked, granted and started in one write transaction (:mod:`telo.journal.sqlite_claims`)."""
         if limit <= 0:
             return []
         op = sqlite_claims.claim_due(self._sql, holder, ttl_ms, now_ms, limit, only=only, workflows=workflows,
                                      skip=skip)
         return self._lifecycle("claim", op)
+
+    def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
+                        only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
+                        skip: Collection[str] = ()) -> asyncio.Future[list[RunRecord]]:
+        op = sqlite_claims.claim_due(self._sql, holder, ttl_ms, now_ms, max(limit, 0), only=only,
+                                     workflows=workflows, skip=skip)
+        return self._lifecycle_async("claim", op)
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         return self._lifecycle("renew", writes.renew(self._sql, run, fence, ttl_ms, now_ms))

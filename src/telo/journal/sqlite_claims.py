@@ -5,7 +5,9 @@ executes in one statement (:meth:`telo.journal.store.Store.renew_many`).
 The due runs are chosen and granted inside the writer's ``BEGIN IMMEDIATE``, which no other process's writer
 can interleave with: two workers asking at once get disjoint runs, each only what it asked for, and the rest
 stays due for the others. The rule is ``due_runs``' (reference §7 dueRuns: free or lapsed claims, and claims of
-holders that died on this host), in its order, each grant bumping the run's fencing token.
+holders that died on this host), in its order, each grant bumping the run's fencing token; a run granted is
+started in the same statement (``running``, its park lifted), and its record comes back with it, so a worker
+reads and writes nothing more before it executes the run.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from collections.abc import Collection, Sequence
 from functools import cache
 
 from telo.journal.claims import Fence, this_host
+from telo.journal.model import RunRecord
 from telo.journal.sqlite_group import Op
 from telo.journal.sqlite_reads import due_order
-from telo.journal.sqlite_schema import Sql
+from telo.journal.sqlite_rows import RECORD_SELECT, record_from_row
+from telo.journal.sqlite_schema import CLEAR_PARK, Sql
 
 # The caller's filters, each a JSON array (json_each); :workflows and :only NULL for "any".
 _FILTERS = (" AND (:workflows IS NULL OR r.workflow IS NULL OR r.workflow IN (SELECT value FROM json_each(:workflows)))"
@@ -34,23 +38,25 @@ def _statements(runs: str, due_where: str) -> tuple[str, str, str]:
     # live-by-time claims of holders on this host: due_order keeps those whose process is gone
     held = (f"SELECT r.run, r.due_at, r.claim_holder FROM {runs} r WHERE {due_where}{_FILTERS} "
             "AND r.claim_holder IS NOT NULL AND r.claim_until > :now AND instr(r.claim_holder, :host) > 0")
+    # granted and started: a scheduled run runs, a due park is lifted (what the execution would write first)
     grant = (f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until, "
-             "claim_fence = ifnull(claim_fence, 0) + 1 WHERE run IN (SELECT value FROM json_each(:runs)) "
+             f"claim_fence = ifnull(claim_fence, 0) + 1, status = 'running', {CLEAR_PARK}, due_at = NULL, "
+             "updated_at = :now WHERE run IN (SELECT value FROM json_each(:runs)) "
              "AND (claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now "
-             "OR claim_holder IN (SELECT value FROM json_each(:dead))) RETURNING run, claim_fence")
+             f"OR claim_holder IN (SELECT value FROM json_each(:dead))) RETURNING {RECORD_SELECT}")
     return free, held, grant
 
 
 def claim_due(sql: Sql, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None,
-              workflows: Sequence[str] | None, skip: Collection[str]) -> Op[list[tuple[str, int]]]:
-    """Grant ``holder`` up to ``limit`` due runs until ``now_ms + ttl_ms``: (run, fencing token) of each, in due
-    order (see the module docstring; the filters are ``Store.claim_due``'s)."""
+              workflows: Sequence[str] | None, skip: Collection[str]) -> Op[list[RunRecord]]:
+    """Grant ``holder`` up to ``limit`` due runs until ``now_ms + ttl_ms`` and start them: the record of each, in
+    due order (see the module docstring; the filters are ``Store.claim_due``'s)."""
     free, held, grant = _statements(sql.runs, sql.due_where)
     params = {"now": now_ms, "limit": limit, "host": f"@{this_host()}:", "skip": json.dumps(list(skip)),
               "workflows": None if workflows is None else json.dumps(list(workflows)),
               "only": None if only is None else json.dumps(list(only))}
 
-    def op(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    def op(conn: sqlite3.Connection) -> list[RunRecord]:
         candidates = (conn.execute(free, params).fetchall(), conn.execute(held, params).fetchall())
         chosen = due_order(candidates, limit)
         if not chosen:
@@ -58,8 +64,8 @@ def claim_due(sql: Sql, holder: str, ttl_ms: int, now_ms: int, limit: int, *, on
         dead = [h for run, _, h in candidates[1] if run in chosen]  # (due_order kept only dead holders' runs)
         rows = conn.execute(grant, {"holder": holder, "until": now_ms + ttl_ms, "now": now_ms,
                                     "runs": json.dumps(chosen), "dead": json.dumps(dead)}).fetchall()
-        tokens = {str(run): int(token) for run, token in rows}
-        return [(run, tokens[run]) for run in chosen if run in tokens]
+        records = {record.run: record for record in map(record_from_row, rows)}
+        return [records[run] for run in chosen if run in records]
 
     return op
 

@@ -95,7 +95,7 @@ _ADMIT_COLUMNS: Final = ("run, status, due_at, inputs, inputs_codec_version, wor
 _ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
 # A fenced write's condition: the run's claim is still the execution's (named parameters :holder, :token).
 FENCED: Final = "claim_holder = :holder AND claim_fence = :token"
-_CLEAR_PARK: Final = ("parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, "
+CLEAR_PARK: Final = ("parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, "
                       "parked_reason = NULL")
 
 
@@ -160,7 +160,7 @@ class Sql:
             # telo extension: the listing order (paging.py), on the very expression list_runs sorts by.
             f"CREATE INDEX IF NOT EXISTS {prefix}_runs_created_idx ON {runs} (ifnull(created_at, 0), run)",
         )
-        clear_park = _CLEAR_PARK
+        clear_park = CLEAR_PARK
         # reference §7 dueRuns, with the claim condition split out: due_free takes unclaimed and lapsed
         # runs; due_claimed lists live-by-time claims so the caller can keep those whose holder is dead.
         due_where = (
@@ -279,7 +279,7 @@ class Sql:
             text = _MULTI_COMPLETE[(self.runs, rows)] = (
                 f"UPDATE {self.runs} SET status = v.column2, result = v.column3, result_codec_version = v.column4, "
                 "error = v.column5, collapsed_regions = v.column6, collapse_reasons = v.column7, "
-                f"replayed_steps = v.column8, due_at = NULL, {_CLEAR_PARK}, claim_holder = NULL, "
+                f"replayed_steps = v.column8, due_at = NULL, {CLEAR_PARK}, claim_holder = NULL, "
                 f"claim_until = NULL, updated_at = v.column9 FROM (VALUES {values}) AS v "
                 f"WHERE {self.runs}.run = v.column1 AND (v.column10 IS NULL OR ({self.runs}.claim_holder = "
                 f"v.column10 AND {self.runs}.claim_fence = v.column11)) RETURNING {RECORD_SELECT}"

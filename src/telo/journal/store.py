@@ -130,19 +130,20 @@ class Store(abc.ABC):
         """
 
     def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[tuple[str, int]]:
-        """Claim up to ``limit`` runs due at ``now_ms`` (:meth:`due_runs`' rule, in its order) for ``holder`` until
-        ``now_ms + ttl_ms``; the ``(run, fencing token)`` of each granted, in due order.
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[RunRecord]:
+        """Dequeue up to ``limit`` runs due at ``now_ms`` (:meth:`due_runs`' rule, in its order) for ``holder``:
+        each is claimed until ``now_ms + ttl_ms`` under a new fencing token and set ``running`` (a scheduled run
+        starts, a due park is lifted: ``parked`` and ``due_at`` cleared). Returns the record of each, as written.
 
         Fair claiming: a worker asks for what it can execute now and leaves the other due runs to other
         workers. Of concurrent callers no two are granted one run, and — on the SQL stores, where the runs are
-        picked and granted in one transaction (PostgreSQL: ``FOR UPDATE SKIP LOCKED``) — none waits for
-        another. Filters: ``only`` these runs (a wake-up names its run); runs of ``workflows`` or of no recorded
-        workflow; never the runs in ``skip`` (ones this process cannot read).
+        picked, claimed and started by one statement in one transaction (PostgreSQL: ``FOR UPDATE SKIP LOCKED``)
+        — none waits for another. Filters: ``only`` these runs (a wake-up names its run); runs of ``workflows``
+        or of no recorded workflow; never the runs in ``skip`` (ones this process cannot read).
 
-        This generic form lists due runs and claims them one by one (the memory and file journals).
+        This generic form lists due runs and claims and starts them one by one (the memory and file journals).
         """
-        granted: list[tuple[str, int]] = []
+        granted: list[RunRecord] = []
         wanted = None if workflows is None else set(workflows)
         for run in self.due_runs(now_ms, _SCAN_ALL):
             if len(granted) >= limit:
@@ -155,7 +156,8 @@ class Store(abc.ABC):
                     continue
             token = self.claim(run, holder, ttl_ms, now_ms)
             if token is not None:
-                granted.append((run, token))
+                granted.append(self.update_run(run, fence=Fence(holder, token), status="running", parked=None,
+                                               due_at=None))
         return granted
 
     @abc.abstractmethod
@@ -300,6 +302,21 @@ class GroupCommitStore(Protocol):
                        fence: Fence | None = None) -> asyncio.Future[RunRecord]:
         """:meth:`Store.complete`; given ``chain``, it commits only if every earlier write of the chain did —
         queued behind them, it needs no wait for them first."""
+        ...
+
+    def update_run_async(self, run: str, *, fence: Fence | None = None, **fields: Any) -> asyncio.Future[RunRecord]:
+        """:meth:`Store.update_run`."""
+        ...
+
+    def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
+                        only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
+                        skip: Collection[str] = ()) -> asyncio.Future[list[RunRecord]]:
+        """:meth:`Store.claim_due`."""
+        ...
+
+    def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:
+        """:meth:`Store.read_run`, as of the last commit. The reads asked in one loop iteration may share one
+        query (a worker continuing a hundred runs reads their records at once)."""
         ...
 
     def status_async(self, run: str) -> asyncio.Future[str | None]:

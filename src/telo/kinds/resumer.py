@@ -31,7 +31,7 @@ from telo.durable.halting import halts
 from telo.durable.slots import DEFAULT_CONCURRENCY, Slots
 from telo.errors import ERR_DURABLE_JOURNAL_CORRUPT, TeloError
 from telo.journal.claims import Fence, Holder
-from telo.journal.model import NO_VALUE
+from telo.journal.model import NO_VALUE, RunRecord
 from telo.runtime.resource import Resource
 
 from .workflow import UNREADABLE, Workflow
@@ -141,9 +141,9 @@ class Resumer(Resource):
         if only is None:
             self._saturated = len(claimed) >= free
         started = []
-        for run, fence in claimed:
+        for record, fence in claimed:
             self.slots.busy += 1
-            task = asyncio.ensure_future(self._execute(wf, store, run, fence))
+            task = asyncio.ensure_future(self._execute(wf, store, record, fence))
             self.active.add(task)
             task.add_done_callback(self._ended)
             self.app.hold(task)
@@ -164,11 +164,12 @@ class Resumer(Resource):
                 raise outcome
         return sum(results)  # type: ignore[arg-type]
 
-    async def _execute(self, wf: Workflow, store: AsyncStore, run: str, fence: Fence) -> int:
+    async def _execute(self, wf: Workflow, store: AsyncStore, record: RunRecord, fence: Fence) -> int:
         """Continue one claimed run: 1 if it was continued, 0 if skipped (also when the journal failed on the
         way: a later sweep tries again, and the claim lapses if it could not be released)."""
+        run = record.run
         try:
-            return await self._continue_claimed(wf, store, run, fence)
+            return await self._continue_claimed(wf, store, record, fence)
         except TeloError as exc:
             if not halts(exc):
                 raise
@@ -178,10 +179,11 @@ class Resumer(Resource):
                 await store.release(run, fence)
             return 0
 
-    async def _continue_claimed(self, wf: Workflow, store: AsyncStore, run: str, fence: Fence) -> int:
-        record = await store.read_run(run)
-        if record is None or record.terminal or (record.workflow is not None and record.workflow != wf.name):
-            await store.release(run, fence)  # settled since it was found due: nothing to continue
+    async def _continue_claimed(self, wf: Workflow, store: AsyncStore, record: RunRecord, fence: Fence) -> int:
+        """``record``: as the claim wrote it (claimed, started), so nothing is read before the execution."""
+        run = record.run
+        if record.terminal or (record.workflow is not None and record.workflow != wf.name):
+            await store.release(run, fence)  # (not due: a grant can still be stale, e.g. an upstream process's)
             return 0
         if record.corrupt is not None:  # damaged: listed and shown, never executed (RunRecord.corrupt)
             await store.release(run, fence)
@@ -189,7 +191,7 @@ class Resumer(Resource):
             return 0
         try:
             inputs = record.decoded_inputs()
-            execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, fence)
+            execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, fence, record=record)
         except TeloError as exc:
             if exc.code in UNREADABLE:
                 with contextlib.suppress(TeloError):

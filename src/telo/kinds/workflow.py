@@ -30,7 +30,7 @@ from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
 from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
-from telo.journal.model import NO_VALUE, Admission
+from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal
 from telo.runtime.resource import Resource
 
@@ -250,12 +250,15 @@ class Workflow(Resource):
             if record.status != "parked" or record.due_at != due_at:
                 return True
 
-    async def execute(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False) -> Execution:
+    async def execute(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
+                      record: RunRecord | None = None) -> Execution:
         """Continue ``run`` (claimed under ``fence``): the path shared by starts, resubmissions and resumers.
 
-        ``fresh``: admitted and claimed by this very call chain just now — nothing to read first."""
+        ``fresh``: admitted and claimed by this very call chain just now — nothing to read first; ``record``: the
+        run's record, read by the caller under this claim (a resumer's), so it is not read again."""
         store = self.store
-        record = None if fresh else await store.read_run(run)
+        if record is None and not fresh:
+            record = await store.read_run(run)
         if record is not None and record.terminal:
             # Settled since the caller decided to continue it (a sweep's due list is stale by the time it claims;
             # another process finished the run during an in-process wait): a claim does not stop that, so do
@@ -269,11 +272,11 @@ class Workflow(Resource):
             log.error("durable.run.corrupt", extra={"durable.run": run, "error.code": code, "error.message": message})
             return Execution(run, "running", error={"code": code, "message": message}, record=record)
         if record is not None and record.status in ("scheduled", "parked"):
-            await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
+            record = await store.update_run(run, fence=fence, status="running", parked=None, due_at=None)
         self.active.add(run)
         try:
             execution = await execute_run(store, run, self.body, inputs, fence=fence, services=self.app.services,
-                                          clock=self.app.clock, fresh=fresh)
+                                          clock=self.app.clock, fresh=fresh, record=record)
         finally:
             self.active.discard(run)
         self.executions[run] = execution
