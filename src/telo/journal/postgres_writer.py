@@ -188,7 +188,7 @@ class PgBatches:
             return runner(conn, [op.fn for op in ops])
         except OneAtATime:  # it wrote nothing: each alone isolates what it could not handle together
             return [self._one(conn, op) for op in ops]
-        except psycopg.Error as exc:
+        except Exception as exc:  # (a driver error, or an unforeseen one after the group wrote): undo, isolate
             raise _Redo from exc
 
     def _isolated(self, conn: Conn, ops: list[PendingOp[Any]], runner: GroupRunner | None
@@ -198,7 +198,7 @@ class PgBatches:
             try:
                 with conn.transaction():
                     return runner(conn, [op.fn for op in ops])
-            except (OneAtATime, psycopg.Error):
+            except Exception:  # undone with its SAVEPOINT: each alone isolates what failed
                 if conn.broken:
                     raise
         return [self._alone(conn, op) for op in ops]

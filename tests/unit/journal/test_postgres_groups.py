@@ -9,8 +9,7 @@ connection."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -24,6 +23,7 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome
 from telo.journal.postgres import PostgresStore
 from telo.journal.store import GroupCommitStore
 from tests.pg_support import fresh_prefix, pg_url
+from tests.unit.journal.batches import one_batch
 
 LIVE_A = Holder.for_this_process("worker-a").to_text()
 LIVE_B = Holder.for_this_process("worker-b").to_text()
@@ -35,24 +35,6 @@ def store() -> Iterator[PostgresStore]:
     s = PostgresStore(pg_url(), table=fresh_prefix())
     yield s
     s.close()
-
-
-class Gate:
-    """Holds the writer thread inside a batch so that what is submitted meanwhile forms the next batch."""
-
-    def __init__(self, store: PostgresStore) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-        def hold(conn: Any) -> None:
-            self.entered.set()
-            assert self.release.wait(10)
-
-        self.done = store._writer.submit(hold)
-        assert self.entered.wait(10)
-
-    def open(self) -> None:
-        self.release.set()
-        self.done.result(10)
 
 
 def trace(store: PostgresStore) -> list[str]:
@@ -69,22 +51,6 @@ def trace(store: PostgresStore) -> list[str]:
 
     store._writer.call(install)
     return statements
-
-
-def one_batch(store: PostgresStore, submit: Callable[[], Sequence[asyncio.Future[Any]]]) -> list[Any]:
-    """Run ``submit`` on an event loop while the writer thread is held, so that all it queues forms ONE batch;
-    each future's result (or exception), in order."""
-
-    async def main() -> list[Any]:
-        commits = store.stats.commits
-        gate = Gate(store)
-        futures = submit()
-        await asyncio.to_thread(gate.open)
-        out = await asyncio.gather(*futures, return_exceptions=True)
-        assert store.stats.commits == commits + 2  # the gate's batch, then all of these in one
-        return list(out)
-
-    return asyncio.run(main())
 
 
 def kinds(statements: list[str]) -> list[str]:
@@ -256,3 +222,33 @@ def test_a_lone_execution_commits_its_queue_itself(store: PostgresStore) -> None
 
     got = asyncio.run(main())
     assert [e.decode("a") for e in got] == [0, 1, 2, 3, 4]
+
+
+def test_an_unforeseen_error_in_a_group_is_isolated_and_the_writer_goes_on(store: PostgresStore) -> None:
+    """A group runner that raises something unforeseen after its statement wrote: the batch is rolled back and
+    run again isolated (the group under a SAVEPOINT, then each append alone), and the writer thread lives on —
+    before, the error escaped the executor and the writer thread stopped for good."""
+    from telo.journal.postgres_groups import append_group
+    from telo.journal.postgres_ops import PgAppend
+
+    for run in ("a", "b"):
+        assert store.admit(Admission.of(run)).admitted
+    executor = store._writer._executor
+    calls = []
+
+    def buggy(conn: Any, ops: list[PgAppend]) -> list[tuple[bool, Any]]:
+        calls.append(len(ops))
+        append_group(conn, ops)  # it wrote its rows ...
+        raise RuntimeError("unforeseen")  # ... then a bug
+
+    executor._groups[PgAppend] = buggy  # type: ignore[attr-defined]
+
+    def submit() -> list[asyncio.Future[Any]]:
+        return [store.submit_append_async("a", Entry.decided("p", "value", 1)),
+                store.submit_append_async("b", Entry.decided("q", "value", 2))]
+
+    first, second = one_batch(store, submit)
+    assert first.decode("a") == 1 and second.decode("b") == 2  # each alone, after the group failed twice
+    assert calls == [2, 2]  # the optimistic pass, then the isolated pass's group
+    assert [e.path for e in store.read_entries("a")] == ["p"]  # once: the failed passes left nothing
+    assert store.append("b", Entry.decided("later", "value", 3)).decode("b") == 3  # the writer still writes

@@ -25,6 +25,7 @@ from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
 from telo.journal.sqlite_schema import RUN_COLUMNS, SCHEMA_VERSION
 from telo.values.equality import equal
+from tests.unit.journal.batches import Gate
 
 TARGET = {"kind": "Python.Function", "name": "charge", "module": "file:///app/orders.yaml"}
 PROCS = {"cwd": str(Path(__file__).resolve().parents[3])}
@@ -43,24 +44,6 @@ def store(path: str) -> Iterator[SqliteStore]:
 
 def _admit(store: SqliteStore, run: str = "r1") -> None:
     assert store.admit(Admission.of(run)).admitted
-
-
-class Gate:
-    """Holds the writer thread inside a batch so that what is submitted meanwhile forms the next batch."""
-
-    def __init__(self, store: SqliteStore) -> None:
-        self.entered, self.release = threading.Event(), threading.Event()
-
-        def hold(conn: sqlite3.Connection) -> None:
-            self.entered.set()
-            assert self.release.wait(10)
-
-        self.done = store._writer.submit(hold)
-        assert self.entered.wait(10)
-
-    def open(self) -> None:
-        self.release.set()
-        self.done.result(10)
 
 
 # --- connections and schema -------------------------------------------------------------------------------

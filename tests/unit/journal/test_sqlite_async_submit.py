@@ -12,7 +12,8 @@ import pytest
 from telo.errors import TeloError
 from telo.journal.model import Entry
 from telo.journal.sqlite import SqliteStore
-from tests.unit.journal.test_sqlite import Gate, _admit
+from tests.unit.journal.batches import Gate
+from tests.unit.journal.test_sqlite import _admit
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Ru
 from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp
-from tests.unit.journal.test_sqlite import Gate
+from tests.unit.journal.batches import one_batch
 
 LIVE_A = Holder.for_this_process("worker-a").to_text()  # both name this (live) process
 LIVE_B = Holder.for_this_process("worker-b").to_text()
@@ -37,22 +37,6 @@ TTL = 60_000
 def store(tmp_path: Path) -> Iterator[SqliteStore]:
     with SqliteStore(str(tmp_path / "journal.db")) as s:
         yield s
-
-
-def one_batch(store: SqliteStore, submit: Callable[[], Sequence[asyncio.Future[Any]]]) -> list[Any]:
-    """Run ``submit`` on an event loop while the writer thread is held, so that all it queues forms ONE batch;
-    each future's result (or exception), in order."""
-
-    async def main() -> list[Any]:
-        commits = store.stats.commits
-        gate = Gate(store)
-        futures = submit()
-        await asyncio.to_thread(gate.open)
-        out = await asyncio.gather(*futures, return_exceptions=True)
-        assert store.stats.commits == commits + 2  # the gate's batch, then all of these in one
-        return list(out)
-
-    return asyncio.run(main())
 
 
 def trace(store: SqliteStore) -> list[str]:
