@@ -67,6 +67,32 @@ def plan(fns: Sequence[Any], groups: Mapping[type, GroupRunner]) -> list[tuple[l
     return out
 
 
+def complete_in_group(ops: Sequence[Any], settle: Callable[[list[Any]], Mapping[str, Any]],
+                      refusal: Callable[[Any], Exception]) -> list[tuple[bool, Any]]:
+    """A group of completions of distinct runs, the same way on every database: one whose write chain broke is
+    refused without being written (as alone); ``settle`` writes the others with few statements and returns the
+    settled record of each run it settled; one it did not settle gets ``refusal(op)`` (a fence that no longer
+    holds the run, or an unknown run). (ok, record or error) per op, in order."""
+    distinct_runs(ops)
+    results: list[tuple[bool, Any] | None] = [None] * len(ops)
+    todo: list[Any] = []
+    for i, op in enumerate(ops):
+        try:
+            if op.chain is not None:
+                op.chain.check()
+            todo.append(op)
+        except Exception as exc:
+            results[i] = (False, exc)
+    found = settle(todo) if todo else {}
+    out: list[tuple[bool, Any]] = []
+    for op, result in zip(ops, results, strict=True):
+        if result is None:
+            stored = found.get(op.run)
+            result = (True, stored) if stored is not None else (False, refusal(op))
+        out.append(result)
+    return out
+
+
 def distinct_runs(ops: Sequence[Any]) -> None:
     """One row per run per statement: a run twice in one group (rare) runs one at a time, in order."""
     if len({op.run for op in ops}) != len(ops):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from telo.errors import Code, JournalError
 from telo.journal.claims import ClaimLost, Fence
+from telo.journal.model import Entry
 
 ERR_DURABLE_CHAIN_BROKEN = Code.DURABLE_CHAIN_BROKEN
 
@@ -49,6 +50,15 @@ class WriteChain:
                 "the journal holds",
                 data={"run": self.run},
             )
+
+
+def stored_for(chain: WriteChain | None, run: str, written: Entry, stored: Entry) -> Entry:
+    """What an append of ``written`` that found ``stored`` already at its path returns (first writer wins). A
+    deferred one (``chain``) that found ANOTHER value there lost a race its execution built on: the chain
+    breaks, so nothing this execution writes after it commits."""
+    if chain is not None and not written.same_record(stored):
+        chain.break_with(lost_race(run, written.path))
+    return stored
 
 
 def lost_race(run: str, path: str) -> ClaimLost:

@@ -56,6 +56,19 @@ class WriterStats:
     max_batch: int = 0
 
 
+def committed(live: list[PendingOp[Any]], outcomes: list[tuple[bool, Any]], stats: WriterStats) -> None:
+    """A batch's transaction committed: count it, and give each operation its own outcome (an executor's last
+    step; what it could not begin or commit it fails instead, every operation with the batch's error)."""
+    stats.commits += 1
+    stats.max_batch = max(stats.max_batch, len(live))
+    for op, (ok, value) in zip(live, outcomes, strict=True):
+        if ok:
+            stats.ops += 1
+        else:
+            stats.failed_ops += 1
+        op.resolve(ok, value)
+
+
 class BatchExecutor(Protocol):
     """How a batch runs on one database, over the connection the writer owns (used under its lock only)."""
 

@@ -22,8 +22,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from telo.errors import JournalCorrupt
-from telo.journal.batch_plan import distinct_runs
-from telo.journal.chain import WriteChain, lost_race
+from telo.journal.batch_plan import complete_in_group, distinct_runs
+from telo.journal.chain import WriteChain, stored_for
 from telo.journal.claims import Fence, fence_refused, holder_is_dead, this_host
 from telo.journal.integrity import checksum
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Parked, RunRecord
@@ -92,11 +92,8 @@ class PgAppend:
         return self.settle(self.existing(conn))
 
     def settle(self, stored: Entry) -> Entry:
-        """A deferred append that found ANOTHER value at its path lost a race its execution built on: the
-        chain breaks, so nothing this execution writes after it commits."""
-        if self.chain is not None and not self.entry.same_record(stored):
-            self.chain.break_with(lost_race(self.run, self.entry.path))
-        return stored
+        """First writer wins: what the append returns having found ``stored`` at its path (chain.stored_for)."""
+        return stored_for(self.chain, self.run, self.entry, stored)
 
     def stored(self, seq: int) -> Entry:
         return self.entry.with_seq(seq)
@@ -197,30 +194,13 @@ def admit_group(conn: Conn, ops: list[PgAdmit]) -> list[tuple[bool, Any]]:
 def complete_group(conn: Conn, ops: list[PgComplete]) -> list[tuple[bool, Any]]:
     """Completions of distinct runs in ONE statement; (ok, RunRecord or error) per op. One whose chain is
     broken is refused without being written, as alone."""
-    distinct_runs(ops)
-    results: list[tuple[bool, Any] | None] = [None] * len(ops)
-    todo: list[PgComplete] = []
-    for i, op in enumerate(ops):
-        try:
-            if op.chain is not None:
-                op.chain.check()
-            todo.append(op)
-        except Exception as exc:
-            results[i] = (False, exc)
-    found: dict[str, RunRecord] = {}
-    if todo:
+    def settle(todo: list[PgComplete]) -> dict[str, RunRecord]:
         columns = [list(c) for c in zip(*(op.row() for op in todo), strict=True)]
         with conn.cursor(row_factory=dict_row) as cur:
-            for row in cur.execute(todo[0].q.complete_many, columns).fetchall():
-                record = record_from_row(row)
-                found[record.run] = record
-    out: list[tuple[bool, Any]] = []
-    for op, result in zip(ops, results, strict=True):
-        if result is None:
-            stored = found.get(op.run)
-            result = (True, stored) if stored is not None else (False, _not_settled(conn, op))
-        out.append(result)
-    return out
+            rows = cur.execute(todo[0].q.complete_many, columns).fetchall()
+        return {record.run: record for record in map(record_from_row, rows)}
+
+    return complete_in_group(ops, settle, lambda op: _not_settled(conn, op))
 
 
 def _not_settled(conn: Conn, op: PgComplete) -> Exception:

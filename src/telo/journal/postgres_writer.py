@@ -33,7 +33,7 @@ from psycopg import pq
 from telo.errors import Code, JournalError
 from telo.journal.batch_plan import GroupRunner, OneAtATime, plan
 from telo.journal.chain import WriteChain
-from telo.journal.group_commit import WriterStats
+from telo.journal.group_commit import WriterStats, committed
 from telo.journal.pending import PendingOp, break_chain
 
 log = logging.getLogger("telo.journal.postgres")
@@ -118,14 +118,7 @@ class PgBatches:
         if isinstance(outcomes, BaseException):
             self._fail_batch(live, outcomes, stats)
             return
-        stats.commits += 1
-        stats.max_batch = max(stats.max_batch, len(live))
-        for op, (ok, value) in zip(live, outcomes, strict=True):
-            if ok:
-                stats.ops += 1
-            else:
-                stats.failed_ops += 1
-            op.resolve(ok, value)
+        committed(live, outcomes, stats)
 
     def _attempt(self, conn: Conn, live: list[PendingOp[Any]], *, isolated: bool
                  ) -> list[tuple[bool, Any]] | BaseException:

@@ -33,7 +33,7 @@ import sqlite3
 from typing import Any
 
 from telo.errors import JournalCorrupt
-from telo.journal.chain import WriteChain, lost_race
+from telo.journal.chain import WriteChain, stored_for
 from telo.journal.claims import Fence, fence_refused
 from telo.journal.integrity import checksum
 from telo.journal.model import Entry
@@ -134,11 +134,8 @@ class AppendOp:
         return self.settle(self.existing(conn))
 
     def settle(self, stored: Entry) -> Entry:
-        """A deferred append that found ANOTHER value at its path lost a race its execution built on: the
-        chain breaks, so nothing this execution writes after it commits."""
-        if self.chain is not None and not self.entry.same_record(stored):
-            self.chain.break_with(lost_race(self.run, self.entry.path))
-        return stored
+        """First writer wins: what the append returns having found ``stored`` at its path (chain.stored_for)."""
+        return stored_for(self.chain, self.run, self.entry, stored)
 
     def stored(self, seq: int) -> Entry:
         e = self.entry

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from telo.journal.batch_plan import complete_in_group
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence
 from telo.journal.model import Admission, AdmitResult, Claim, RunRecord
@@ -129,36 +130,17 @@ def admit_group(conn: sqlite3.Connection, ops: list[AdmitOp]) -> list[tuple[bool
 def complete_group(conn: sqlite3.Connection, ops: list[CompleteOp]) -> list[tuple[bool, Any]]:
     """A batch's completions in few statements (:func:`~telo.journal.sqlite_group.chunks`); (ok, RunRecord or
     error) per op. A completion whose chain is broken is refused without being written, as alone."""
-    distinct_runs(ops)
-    results: list[tuple[bool, Any] | None] = [None] * len(ops)
-    todo: list[CompleteOp] = []
-    for i, op in enumerate(ops):
-        try:
-            if op.chain is not None:
-                op.chain.check()
-            todo.append(op)
-        except Exception as exc:
-            results[i] = (False, exc)
-    found: dict[str, RunRecord] = {}
-    if todo:
-        sql = todo[0].sql
-        seqs = todo[0].seqs
+    def settle(todo: list[CompleteOp]) -> dict[str, RunRecord]:
+        sql, seqs = todo[0].sql, todo[0].seqs
         if seqs is not None:
             for op in todo:
                 seqs.forget_claim(op.run)
         statements = [(sql.complete_many(len(part)), [p for op in part for p in op.group_params()])
                       for part in parts(todo)]
-        for rows in all_or_nothing(conn, statements, lambda cur: cur.fetchall()):
-            for row in rows:
-                record = record_from_row(row)
-                found[record.run] = record
-    out: list[tuple[bool, Any]] = []
-    for op, result in zip(ops, results, strict=True):
-        if result is None:
-            stored = found.get(op.run)
-            result = (True, stored) if stored is not None else (False, _not_settled(conn, op))
-        out.append(result)
-    return out
+        return {record.run: record for rows in all_or_nothing(conn, statements, lambda cur: cur.fetchall())
+                for record in map(record_from_row, rows)}
+
+    return complete_in_group(ops, settle, lambda op: _not_settled(conn, op))
 
 
 def _not_settled(conn: sqlite3.Connection, op: CompleteOp) -> Exception:

@@ -24,7 +24,7 @@ from typing import Any
 
 from telo.errors import Code, JournalError
 from telo.journal.batch_plan import GroupRunner, plan
-from telo.journal.group_commit import GroupCommitWriter, WriterStats
+from telo.journal.group_commit import GroupCommitWriter, WriterStats, committed
 from telo.journal.pending import PendingOp, break_chain
 from telo.journal.sqlite_group import savepoint
 
@@ -121,14 +121,7 @@ class SqliteBatches:
                     conn.execute("ROLLBACK")
             self._fail_batch(live, exc, stats)
             return
-        stats.commits += 1
-        stats.max_batch = max(stats.max_batch, len(live))
-        for op, (ok, value) in zip(live, outcomes, strict=True):
-            if ok:
-                stats.ops += 1
-            else:
-                stats.failed_ops += 1
-            op.resolve(ok, value)
+        committed(live, outcomes, stats)
 
     def _run_one(self, op: PendingOp[Any]) -> tuple[bool, Any]:
         conn = self._conn
