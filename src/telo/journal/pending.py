@@ -91,7 +91,9 @@ def settle(ops: list[PendingOp[Any]]) -> None:
         here = None
     for loop, settled in by_loop.items():
         if loop is here:
-            loop.call_soon(_settle_on_loop, settled)
+            # Committed by a caller on this very loop (commit_queued, about to wait for these writes): settled at
+            # once, so that it finds them done (telo.durable.appends yields once instead of waiting for them).
+            _settle_on_loop(settled)
             continue
         with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting any more
             loop.call_soon_threadsafe(_settle_on_loop, settled)
