@@ -50,6 +50,7 @@ class Marks:
 
 def instrument(marks: Marks) -> None:
     """Wrap the functions a run passes through (module attributes, looked up at call time)."""
+    import telo.durable.appends as appends
     import telo.durable.execute as execute
     import telo.durable.handle as handle
     import telo.journal.sqlite_writer as writer
@@ -67,7 +68,7 @@ def instrument(marks: Marks) -> None:
         marks.mark("body")
         return await run_body(*args, **kwargs)
 
-    complete = execute._complete
+    complete = appends.DeferredAppends.complete
 
     async def timed_complete(*args: Any, **kwargs: Any) -> Any:
         marks.mark("complete")
@@ -86,7 +87,7 @@ def instrument(marks: Marks) -> None:
             marks.mark("last_step_end")
         return out
 
-    settle = handle.LocalRunHandle._settle
+    settle = appends.DeferredAppends._settle
 
     async def timed_settle(self: Any, upto: int) -> None:
         t0 = time.perf_counter()
@@ -104,9 +105,9 @@ def instrument(marks: Marks) -> None:
 
     workflow.Workflow.invoke = timed_invoke  # type: ignore[method-assign]
     execute._run_body = timed_body
-    execute._complete = timed_complete
+    appends.DeferredAppends.complete = timed_complete  # type: ignore[method-assign]
     handle.LocalRunHandle.step = timed_step  # type: ignore[method-assign]
-    handle.LocalRunHandle._settle = timed_settle  # type: ignore[method-assign]
+    appends.DeferredAppends._settle = timed_settle  # type: ignore[method-assign]
     writer.SqliteBatches.execute = timed_batch  # type: ignore[method-assign]
 
 
