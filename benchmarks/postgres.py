@@ -20,7 +20,9 @@ of other users. Measured, each figure a **block**:
 - **workers**: ``--due`` runs admitted ``scheduled`` (``telo.operations.starting.schedule``, the workflow's
   digest) and due 2 s + 0.5 s per worker after N ``telo worker MANIFEST --until-idle`` processes
   (``--interval``, and ``--concurrency`` when ``telo worker --help`` lists it) are started at once, so that
-  every worker is up when the runs come due. The step function (``FUNCTIONS`` plus
+  every worker is up when the runs come due. Each count drains ``--drain-rounds`` times (3), the counts
+  interleaved, and its figure is the median drain: one drain of 600 runs lasts about a second, and a single
+  one moved by ±10 % between identical runs. The step function (``FUNCTIONS`` plus
   a wrapper enabled by ``BENCH_LEDGER``) appends a line with the time to the ledger file ``ledger/<pid>`` of the
   process that runs a run's first step, and of the one that runs its last step; the drain's steps/s is over the
   time from the first run's first step to the last run's last step — what the workers do once started; their
@@ -656,10 +658,14 @@ async def measure(args: argparse.Namespace, url: str, postmaster: int | None, d:
             helptext = subprocess.run([str(TELO), "worker", "--help"], capture_output=True, text=True).stdout
             extra = ["--concurrency", str(args.concurrency)] if "--concurrency" in helptext else []
             result["worker_options"] = ["--interval", args.interval, *extra]
-            result["workers"] = {}
-            for n in args.workers:
-                say(f"draining {args.due} due runs with {n} telo worker(s) ...")
-                result["workers"][n] = await telo_workers(h, args, url, prefix, d, n, extra)
+            drains: dict[int, list[dict[str, Any]]] = {n: [] for n in args.workers}
+            for r in range(args.drain_rounds):  # interleaved, so that the machine's mood hits every count alike
+                for n in args.workers:
+                    say(f"draining {args.due} due runs with {n} telo worker(s), round {r + 1}/{args.drain_rounds} ...")
+                    drains[n].append(await telo_workers(h, args, url, f"{prefix}r{r}", d / f"round-{r}", n, extra))
+            # a count's figure is its median round (the shares and CPU that round's)
+            result["workers"] = {n: sorted(rs, key=lambda x: x["rate"])[len(rs) // 2] for n, rs in drains.items()}
+            result["drain_rates"] = {n: [x["rate"] for x in rs] for n, rs in drains.items()}
         if args.peers:
             dbos_created = True
             try:
@@ -770,7 +776,8 @@ def report(args: argparse.Namespace, info: dict[str, Any], res: dict[str, Any]) 
     ]
     return {"info": info, "rows": rows, "verdicts": [{"target": a, "met": b, "measured": c} for a, b, c in verdicts],
             "two_workers_over_one": two_over_one, "workers": workers, "dbos": db, "telo_rounds": res["telo"],
-            "raws": res["raws"], "worker_options": res.get("worker_options")}
+            "raws": res["raws"], "worker_options": res.get("worker_options"),
+            "drain_rates": res.get("drain_rates", {})}
 
 
 def print_report(args: argparse.Namespace, rep: dict[str, Any]) -> None:
@@ -802,7 +809,9 @@ def print_report(args: argparse.Namespace, rep: dict[str, Any]) -> None:
               f"{2 + 0.5 * n:.1f} s before the runs came due), runs per worker {wk['runs_by_worker']} "
               f"({' '.join(f'{s:.0%}' for s in wk['shares'])}), exit codes {wk['exit_codes']}")
     if rep["two_workers_over_one"] is not None:
-        print(f"2 workers / 1 worker: {rep['two_workers_over_one']:.2f}x")
+        print(f"2 workers / 1 worker: {rep['two_workers_over_one']:.2f}x (medians of "
+              f"{args.drain_rounds} drains each: " + "; ".join(
+                  f"{n}: " + ", ".join(f"{x:,.0f}" for x in xs) for n, xs in rep["drain_rates"].items()) + " steps/s)")
     if rep["worker_options"] is not None:
         print(f"telo worker options: --until-idle {' '.join(rep['worker_options'])}")
     db = rep["dbos"]
@@ -830,6 +839,7 @@ def main() -> int:
     ap.add_argument("--inflight", type=int, default=100, help="concurrency limit of the in-flight figures")
     ap.add_argument("--due", type=int, default=600, help="due runs drained by the workers (and DBOS's queue)")
     ap.add_argument("--workers", default="1,2,4", help="worker process counts to drain the due runs with")
+    ap.add_argument("--drain-rounds", type=int, default=3, help="drains per worker count (the median is reported)")
     ap.add_argument("--concurrency", type=int, default=100,
                     help="telo worker --concurrency (when it has that option) and the DBOS queue's worker_concurrency")
     ap.add_argument("--interval", default="100ms",
