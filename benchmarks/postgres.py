@@ -840,7 +840,7 @@ def main() -> int:
     ap.add_argument("--due", type=int, default=600, help="due runs drained by the workers (and DBOS's queue)")
     ap.add_argument("--workers", default="1,2,4", help="worker process counts to drain the due runs with")
     ap.add_argument("--drain-rounds", type=int, default=3, help="drains per worker count (the median is reported)")
-    ap.add_argument("--concurrency", type=int, default=100,
+    ap.add_argument("--concurrency", type=int, default=50,
                     help="telo worker --concurrency (when it has that option) and the DBOS queue's worker_concurrency")
     ap.add_argument("--interval", default="100ms",
                     help="telo worker --interval, and the DBOS queue's polling interval (a duration: 100ms, 1s)")

@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Final
 
 # Runs one worker process executes at once unless told otherwise (`telo worker --concurrency`, a resumer's
-# `concurrency`). A hundred in flight share group commits well (BENCHMARKS.md); fewer spread due runs wider
-# across workers.
-DEFAULT_CONCURRENCY: Final = 100
+# `concurrency`). Measured with benchmarks/postgres.py (600 due runs, 1, 2 and 4 workers on 2 cores): 50 drains
+# as fast as 100 with one worker (5,200 steps/s either way: fifty runs fill a group commit as well as a hundred)
+# and spreads the runs evenly over four (22-28 % each, against 17-43 % at 100, where the workers that polled
+# first took the whole second wave); 25 spreads as evenly but two workers then reached only 1.6x one.
+DEFAULT_CONCURRENCY: Final = 50
 
 
 class Slots:

@@ -50,7 +50,7 @@ RESUMER = KindSpec(
     M, "Resumer",
     # concurrency: runs this resumer executes at once; it claims no more due runs than that (issue 14)
     config({"workflow": ref("DurableLocal.Workflow"), "interval": compile_time(**duration(default="5s")),
-            "concurrency": compile_time(type="integer", minimum=1, default=100)},
+            "concurrency": compile_time(type="integer", minimum=1, default=50)},
            ("workflow",)),
     "service",
 )
