@@ -115,7 +115,10 @@ class Resumer(Resource):
         self._wake.set()
 
     def _slot_freed(self) -> None:
-        if self._saturated:
+        # Refill once a quarter of the slots is free, not at every slot: a claim is a statement (on PostgreSQL,
+        # two, each reading the due runs), and a busy worker freeing a slot every few hundred microseconds
+        # would otherwise claim one run at a time — what two workers then spent on it kept them from scaling.
+        if self._saturated and self.slots.free() >= max(1, self.slots.limit // 4):
             self._saturated = False
             self._refill = True
             self._wake.set()
