@@ -168,12 +168,14 @@ class Proc:
         return any(named in line and "ERR_DURABLE_CLAIM_LOST" in line
                    for line in self.out_path.read_text("utf-8", "replace").splitlines())
 
+    def killed_or_paused_before(self, ns: int) -> bool:
+        """Had it been killed, or paused past its lease, by ``ns``?"""
+        return any(t is not None and t < ns for t in (self.killed_ns, self.paused_ns))
+
     def death_ns(self) -> int:
         """A time by which the process had certainly been told to die, or been paused past its lease."""
-        if self.killed_ns is not None:
-            return self.killed_ns
-        if self.paused_ns is not None:
-            return self.paused_ns
+        if self.killed_ns is not None or self.paused_ns is not None:  # whichever came first (paused, then killed)
+            return min(t for t in (self.killed_ns, self.paused_ns) if t is not None)
         if self.terminated_ns is not None and self.returncode == -signal.SIGTERM:
             return self.terminated_ns
         assert self.end_ns is not None, f"{self.label} (pid {self.pid}) is still running"
@@ -404,8 +406,12 @@ def check_ledger(flow: Flow, store: Store, runs: Iterable[str], ctx: str,
             proc = flow.executor(earlier)
             assert proc is not None, f"{ctx}: {key}: no process of the test wrote {earlier}"
             waker = flow.executor(later)
+            # A repeat after its earlier executor died (killed, or itself paused past its lease) is a re-drive of
+            # what that one left unconfirmed, whoever makes it — the waker too, under a claim it took afresh
+            # once awake (deferred entries make this common: the dead executor's receipts were still queued).
+            died_first = proc.lost_its_claim(earlier.run) and proc.killed_or_paused_before(later.ns)
             if waker is not None and waker.paused_ns is not None and waker.paused_ns < earlier.ns \
-                    and waker.resumed_ns is not None and later.ns >= waker.resumed_ns:
+                    and waker.resumed_ns is not None and later.ns >= waker.resumed_ns and not died_first:
                 # Paused before the other execution and executing after waking: the effect it had passed its
                 # last check for when the pause came (the unconfirmed window, docs/guarantees.md) — bounded below.
                 woke[id(waker)][later.run].append(key)
