@@ -27,7 +27,7 @@ Semantics every store keeps (the conformance suite in ``tests/stores/`` checks e
   raises ``ClaimLost`` (``ERR_DURABLE_CLAIM_LOST``). A fenced park keeps the claim (the execution releases it
   once its body has unwound); an unfenced write is an operator's and is applied whoever holds the run.
 
-A store whose writes share durable commits also implements :class:`GroupCommitStore` (SQLite), the
+A store whose writes share durable commits also implements :class:`GroupCommitStore` (SQLite, PostgreSQL), the
 operations an event loop queues for that commit without a thread per call.
 """
 
@@ -243,7 +243,8 @@ class Store(abc.ABC):
 
 @runtime_checkable
 class GroupCommitStore(Protocol):
-    """A store's writes queued from an event loop for its group commit (the SQLite journal's writer thread).
+    """A store's writes queued from an event loop for its group commit (the writer thread of the SQLite and
+    PostgreSQL journals, :mod:`telo.journal.group_commit`).
 
     What the async runner (:class:`telo.durable.aio.AsyncStore`) uses, when a store declares it, instead of
     handing the blocking :class:`Store` calls to worker threads: with a hundred runs in flight, a thread per
@@ -257,8 +258,11 @@ class GroupCommitStore(Protocol):
       or the error it would raise. The operation's own error goes to its own future; the rest of its batch
       commits.
     - **durable on settle**, not on return: the future (an asyncio future of the calling loop) settles, on
-      that loop, only once the commit holding the operation returned. A future cancelled before its batch
-      runs withdraws its write (an abandoned await); once the batch runs, the write stands whoever waits.
+      that loop, only once the commit holding the operation returned — on the loop's next iteration, even when
+      the caller committed the queue itself (:meth:`commit_queued`): that iteration lets other bodies about to
+      start queue their writes for the next commit, so runs in flight keep sharing commits. A future cancelled
+      before its batch runs withdraws its write (an abandoned await); once the batch runs, the write stands
+      whoever waits.
     - **FIFO**: operations commit in the order they were queued (a run's admission before its appends
       before its completion); a batch may reorder only operations of different runs.
     - **chains** (:mod:`telo.journal.chain`): a write given an execution's ``chain`` is refused
