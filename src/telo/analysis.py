@@ -32,7 +32,7 @@ last place in the entry that reaches it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -55,6 +55,7 @@ from telo.manifest import (
 from telo.manifest.diagnostics import sort_key
 from telo.specs import conforms
 from telo.specs.steps import branch_bodies
+from telo.step_refs import step_reference_checks
 
 DURABLE_NONDETERMINISM = "DURABLE_NONDETERMINISM"
 DURABLE_DETACH_FORBIDDEN = "DURABLE_DETACH_FORBIDDEN"
@@ -77,9 +78,10 @@ def _environment(names: tuple[str, ...]) -> CelEnvironment:
 
 def cel_checker(cel: Cel, scope: CelScope) -> Diagnostic | None:
     """Compile one expression for the scope it runs in; a failure becomes a diagnostic at its position."""
+    start = cel.locate(1, 1)  # the expression's first character (cel.pos is its `!cel` tag)
     try:
-        _environment(tuple(sorted(scope.names))).compile(cel.text, source=cel.pos.file, line=cel.pos.line,
-                                                          column=cel.pos.column)
+        _environment(tuple(sorted(scope.names))).compile(cel.text, source=start.file, line=start.line,
+                                                          column=start.column)
     except CelCompileError as exc:
         at = None
         errors = exc.data.get("errors") or []
@@ -90,17 +92,26 @@ def cel_checker(cel: Cel, scope: CelScope) -> Diagnostic | None:
     return None
 
 
-def check(manifest: str | Path, *, env: Mapping[str, str] | None = None) -> list[Diagnostic]:
+def check(manifest: str | Path, *, env: Mapping[str, str] | None = None,
+          extra: Callable[[Manifest], list[Diagnostic]] | None = None) -> list[Diagnostic]:
     """Every diagnostic of a manifest, sorted by position (errors and warnings).
 
     The zone checks run only on a manifest that loads: on a broken one their walk would chase references
-    the loader already reported as wrong.
+    the loader already reported as wrong. ``extra`` adds checks of the layers above this one over the loaded
+    manifest (``telo check`` passes the kinds' own: whether a ``Python.Function`` imports).
     """
     try:
         loaded = load_manifest(manifest, env=env, cel_checker=cel_checker)
     except ManifestLoadError as exc:
         return exc.diagnostics
-    return sorted([*loaded.diagnostics, *zone_checks(loaded)], key=sort_key)
+    more = extra(loaded) if extra is not None else []
+    return sorted([*loaded.diagnostics, *static_checks(loaded), *more], key=sort_key)
+
+
+def static_checks(manifest: Manifest) -> list[Diagnostic]:
+    """The checks over a loaded manifest that every load runs too: the zone checks and the ``steps.<name>``
+    references no body declares (:mod:`telo.step_refs`)."""
+    return [*zone_checks(manifest), *step_reference_checks(manifest)]
 
 
 def zone_checks(manifest: Manifest) -> list[Diagnostic]:

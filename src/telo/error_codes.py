@@ -107,6 +107,10 @@ class Code(StrEnum):
     DURABLE_EFFECT_UNCONFIRMED = ("ERR_DURABLE_EFFECT_UNCONFIRMED", "an effect may or may not have happened (the "
                                   "process died during it) and its policy is to fail rather than repeat it",
                                   "check the outside system, then `telo resolve <run> <path> --redrive|--fail`")
+    DURABLE_NESTING_TOO_DEEP = ("ERR_DURABLE_NESTING_TOO_DEEP", "a step would start a run nested more than 64 "
+                                "runs deep (runs started by each other's steps: workflows that start each other "
+                                "without end)", "guard the start with `when:` on an input that ends the chain, give "
+                                "the workflow a fixed runId, or schedule the next run (Local.Schedule)")
     DURABLE_EFFECT_NOT_UNCONFIRMED = ("ERR_DURABLE_EFFECT_NOT_UNCONFIRMED", "a resolution names a step that has "
                                       "no effect of unknown outcome", "list the run's unconfirmed effects first")
 
@@ -204,6 +208,10 @@ class Code(StrEnum):
                                "write `!ref <name>`")
     MANIFEST_REFERENCE_KIND = ("ERR_MANIFEST_REFERENCE_KIND", "`!ref x` where x's kind does not fit the slot",
                                "reference a resource of the kind the slot takes")
+    MANIFEST_REFERENCE_CYCLE = ("ERR_MANIFEST_REFERENCE_CYCLE", "resources invoke each other in a cycle that no "
+                                "condition breaks (a → b → a, or a step invoking its own resource): a call would "
+                                "never return", "guard an invoke of the cycle with `when:` or `if:`, or start the "
+                                "next round as a new durable run")
     MANIFEST_INVALID_STEP = ("ERR_MANIFEST_INVALID_STEP", "a step has not exactly one step-kind key",
                              "give the step one of invoke, if, while, switch, try, throw, value")
     MANIFEST_INCLUDE = ("ERR_MANIFEST_INCLUDE", "`!include-bytes` names an unreadable file", "check the path")

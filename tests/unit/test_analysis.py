@@ -306,7 +306,7 @@ def test_reference_cycles_end_and_nothing_is_reported_twice(tmp_path: Path) -> N
         kind: Run.Sequence
         metadata: { name: pong }
         steps:
-          - { name: ping, invoke: !ref ping }
+          - { name: ping, when: !cel "inputs.again", invoke: !ref ping }  # guarded: an unguarded cycle never loads
         ---
         kind: Sql.Transaction
         metadata: { name: tx }

@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("telo.paths", "telo.targets"),
     ("telo.journal", "telo.cel"),
     ("telo.specs",),
-    ("telo.manifest", "telo.analysis"),
+    ("telo.manifest", "telo.analysis", "telo.step_refs"),
     ("telo.engine",),
     ("telo.runtime",),
     ("telo.durable",),

@@ -134,14 +134,15 @@ def key_values(data: Mapping[str, Any]) -> None:
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
     """``--input k=v``: ``v`` is read as JSON when it is JSON (numbers, booleans, objects), else as text."""
     from telo.values import from_plain
+    from telo.values.depth import load_json
 
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--input")
-        try:
-            out[key] = from_plain(json.loads(raw), {})
+        try:  # JSON nested past the value domain's limit is refused (ERR_TYPED_FRAME_UNENCODABLE), not text
+            out[key] = from_plain(load_json(raw, f"--input {key}"), {})
         except ValueError:
             out[key] = raw
     return out

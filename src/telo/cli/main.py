@@ -48,9 +48,10 @@ def frame() -> None:
 def frame_encode(plain_json: str) -> None:
     """Encode a plain JSON value (integers read as CEL int) as its canonical typed frame."""
     from telo.values import encode_frame, from_plain
+    from telo.values.depth import load_json
 
-    try:
-        plain = json.loads(plain_json)
+    try:  # nested past the value domain's limit: ERR_TYPED_FRAME_UNENCODABLE, as encode_frame would say
+        plain = load_json(plain_json, "the value")
     except ValueError as exc:
         raise click.BadParameter(f"not JSON: {exc}") from exc
     click.echo(encode_frame(from_plain(plain, {})))

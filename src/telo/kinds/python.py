@@ -10,6 +10,7 @@ in or out of a durable run, so a function that works undurably cannot break only
 from __future__ import annotations
 
 import asyncio
+import difflib
 import importlib
 import inspect
 import sys
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from telo.durable.effects import NOT_FOUND, PARK, REDRIVE, EffectPolicy
 from telo.errors import Code, TeloError, TypedFrameUnencodable
+from telo.manifest import Diagnostic, Manifest
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, StepContext
 from telo.values.fastwrite import check_frame
@@ -42,11 +44,38 @@ def import_callable(spec: str, *, search: Path | None = None, where: str = "") -
                         hint="the module must be importable from the manifest's directory or the environment") from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise TeloError(Code.PYTHON_FUNCTION_NOT_FOUND, f"{where}: module {module_name!r} has no {attr!r}")
+            close = difflib.get_close_matches(part, [n for n in dir(obj) if not n.startswith("_")], n=1)
+            raise TeloError(Code.PYTHON_FUNCTION_NOT_FOUND, f"{where}: module {module_name!r} has no {attr!r}",
+                            hint=f"did you mean {close[0]!r}?" if close else "check the name the module defines")
         obj = getattr(obj, part)
     if not callable(obj):
         raise TeloError(Code.PYTHON_FUNCTION_INVALID, f"{where}: {spec!r} is not callable")
     return obj  # type: ignore[no-any-return]
+
+
+def function_checks(manifest: Manifest) -> list[Diagnostic]:
+    """``telo check``: a ``function``/``lookup`` of a ``Python.Function`` that does not import, or is not
+    callable, is an error at its own position — found before a run starts, not when the application boots
+    (which imports them the same way, from the manifest's directory)."""
+    found: list[Diagnostic] = []
+    search = Path(manifest.source).resolve().parent
+    for decl in manifest.resources.values():
+        if decl.spec.canonical != PythonFunction.kind:
+            continue
+        for field in ("function", "lookup"):
+            spec = decl.config.get(field)
+            if not isinstance(spec, str):
+                continue
+            try:
+                import_callable(spec, search=search, where=f"Python.Function {decl.name!r} `{field}`")
+            except TeloError as exc:
+                found.append(Diagnostic(exc.code, exc.message, decl.position(f"/{field}"), hint=exc.hint))
+            except Exception as exc:
+                found.append(Diagnostic(
+                    Code.PYTHON_FUNCTION_NOT_FOUND,
+                    f"Python.Function {decl.name!r} `{field}`: importing {spec!r} raised {type(exc).__name__}: {exc}",
+                    decl.position(f"/{field}"), hint="fix the error the module raises when it is imported"))
+    return found
 
 
 def accepts_context(fn: Callable[..., Any]) -> bool:

@@ -13,6 +13,7 @@ stays cancelled and a scheduled run keeps its own inputs and due time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,22 @@ log = logging.getLogger("telo.durable")
 PARKED_RECHECK_MS = 500
 # Codes of a run whose journal or record this process cannot read: resumers skip it (resumer.Resumer._skip).
 UNREADABLE = frozenset({Code.DURABLE_ENTRY_UNDECODABLE, Code.DURABLE_JOURNAL_CORRUPT})
+
+# How many runs deep a chain of runs started by each other's steps may go (issue 15). A start returns at once and
+# the body runs detached (reference §6 "Invoke" step 5), so workflows that start each other never loop in one call
+# — they multiply runs: 13,184 in 30 s before this limit. Real orchestration nests a few levels (a parent, its
+# children, theirs); 64 leaves room for a recursion by design (a tree walked by nested runs) while a runaway pair
+# stops after 64 runs, well under a second. (For scale: SQL Server caps nested procedure calls and triggers at
+# 32.) A start past it fails with ERR_DURABLE_NESTING_TOO_DEEP, a failed step like any other, so the deepest run
+# settles `failed`. The chain lives in process memory (_CHAIN): a run continued by a worker or a resubmission
+# after its process died starts a new chain, and so does a run admitted by Local.Schedule — the way for a
+# workflow to go on for ever, one due run at a time.
+MAX_NESTED_RUNS = 64
+# The workflows of the runs whose steps led to the current body, outermost first (the current run's last). Its
+# own variable, not a member of the invocation context: a body starts from the root context (spec §7.3), which
+# rightly drops the handle, path and zones of the step that started it, but not this ancestry. Every body task
+# sets it (run_to_rest); tasks spawned inside a body inherit it (contextvars).
+_CHAIN: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("telo_workflow_chain", default=())
 
 
 def default_run_id(name: str) -> str:
@@ -119,8 +136,27 @@ class Workflow(Resource):
                             f"got {run_id!r}", data={"workflow": self.name})
         return run_id
 
+    def nested_chain(self) -> tuple[str, ...]:
+        """The chain of workflows a run started here would end: the starting body's, then this workflow. Raises
+        ``ERR_DURABLE_NESTING_TOO_DEEP`` past :data:`MAX_NESTED_RUNS`, before anything is admitted."""
+        chain = (*_CHAIN.get(), self.name)
+        if len(chain) <= MAX_NESTED_RUNS:
+            return chain
+        shown = chain if len(chain) <= 8 else (*chain[:3], "…", *chain[-4:])
+        raise InvokeError(
+            Code.DURABLE_NESTING_TOO_DEEP,
+            f"{self.kind} {self.name!r} would start a run {len(chain)} runs deep, past the limit of "
+            f"{MAX_NESTED_RUNS} runs started by each other's steps: {' → '.join(shown)}",
+            hint="the workflows start each other without end: guard the start with `when:` on an input that ends "
+                 "the chain, give the workflow a fixed runId (a second start attaches), or schedule the next run "
+                 "with Local.Schedule",
+            data={"workflow": self.name, "depth": len(chain), "limit": MAX_NESTED_RUNS, "chain": list(chain),
+                  "parentRun": current().run_id},
+        )
+
     async def invoke(self, inputs: Any) -> Any:
         inputs = inputs if inputs is not None else {}
+        chain = self.nested_chain()
         run = self.run_id_for(inputs)
         store = self.store
         faults.point("before-admit")
@@ -139,7 +175,8 @@ class Workflow(Resource):
             # first — it starts only once this one waits — so that it runs before the loop's next iteration
             # wakes the writer thread for the admission: a lone run commits everything at once, itself.)
             granted = SYSTEM_CLOCK.monotonic()  # (real time: the lease is renewed in real time, renewals.py)
-            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1, granted), fresh=True))
+            body = self.app.hold(self.run_to_rest(run, inputs, Fence(self.holder, 1, granted), fresh=True,
+                                                    chain=chain))
             try:
                 queued = store.submit_admission(admission, self.holder, clock.now_ms())
             except BaseException:
@@ -174,20 +211,25 @@ class Workflow(Resource):
                 return {"runId": run, "attached": True, "status": record.status}
             # Resume by resubmission (reference §6): the claim was free, so this call continues the run and
             # answers like a start.
-            self.app.hold(self.run_to_rest(run, inputs, fence))
+            self.app.hold(self.run_to_rest(run, inputs, fence, chain=chain))
             return {"runId": run, "started": True, "status": "running"}
         fence = await store.claim(run, self.holder, clock.now_ms())
         if fence is None:
             return {"runId": run, "attached": True, "status": "running"}
         faults.point("after-admit")
-        self.app.hold(self.run_to_rest(run, inputs, fence))
+        self.app.hold(self.run_to_rest(run, inputs, fence, chain=chain))
         return {"runId": run, "started": True, "status": "running"}
 
-    async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False) -> Execution:
+    async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
+                          chain: tuple[str, ...] | None = None) -> Execution:
         """Execute, and while the run parks on TIME only (a durable sleep, a long retry backoff), wait in this
         process and continue it — so ``telo run`` behaves like a script; ``kill -9`` during the wait loses
         nothing, since the park is journaled and a worker or a rerun continues it. A run waiting for a
-        delivery leaves the process free to exit."""
+        delivery leaves the process free to exit.
+
+        ``chain``: the workflows of the runs that led to this one, itself last (:meth:`nested_chain`; default:
+        a chain of its own). Set for this task only: the body runs in a task of its own (App.hold)."""
+        _CHAIN.set(chain if chain is not None else (self.name,))
         store = self.store
         while True:
             try:

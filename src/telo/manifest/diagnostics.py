@@ -31,6 +31,7 @@ ERR_MANIFEST_UNKNOWN_MODULE = Code.MANIFEST_UNKNOWN_MODULE  # an import names no
 ERR_MANIFEST_UNKNOWN_RESOURCE = Code.MANIFEST_UNKNOWN_RESOURCE  # `!ref missing`
 ERR_MANIFEST_BARE_REFERENCE = Code.MANIFEST_BARE_REFERENCE  # a plain string in a reference slot
 ERR_MANIFEST_REFERENCE_KIND = Code.MANIFEST_REFERENCE_KIND  # `!ref x` where x's kind does not fit the slot
+ERR_MANIFEST_REFERENCE_CYCLE = Code.MANIFEST_REFERENCE_CYCLE  # a → b → a, invoked on every call (.cycles)
 ERR_MANIFEST_INVALID_STEP = Code.MANIFEST_INVALID_STEP  # not exactly one step kind key
 ERR_MANIFEST_INCLUDE = Code.MANIFEST_INCLUDE  # `!include-bytes` of an unreadable file
 ERR_MANIFEST_CEL = Code.MANIFEST_CEL  # reported by the CEL checker hook
@@ -41,6 +42,8 @@ ERR_INVALID_STEP_NAME = Code.INVALID_STEP_NAME  # spec §5.1 (same code as telo.
 # result overwrite the earlier, so a warning, and the interpreter refuses such a list inside a durable run.
 ERR_DUPLICATE_STEP_NAME = errors.ERR_DUPLICATE_STEP_NAME
 WARN_DUPLICATE_STEP_NAME = "DUPLICATE_STEP_NAME"
+# A step named with a word CEL reserves (`loop`, `if` …): readable here, refused by strict CEL implementations.
+WARN_RESERVED_STEP_NAME = "RESERVED_STEP_NAME"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +76,10 @@ class Diagnostic:
         return out
 
 
-def sort_key(d: Diagnostic) -> tuple[str, int, int, str]:
-    return (d.pos.file, d.pos.line, d.pos.column, d.code) if d.pos else ("", 0, 0, d.code)
+def sort_key(d: Diagnostic) -> tuple[bool, str, int, int, str]:
+    """By position, a YAML error first: what follows it may be its cascade (loader._drop_cascade)."""
+    first = d.code != ERR_MANIFEST_YAML
+    return (first, d.pos.file, d.pos.line, d.pos.column, d.code) if d.pos else (first, "", 0, 0, d.code)
 
 
 def errors_of(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:

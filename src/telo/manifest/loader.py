@@ -8,25 +8,29 @@ Stages, each appending to one diagnostics list (nothing is run on error):
    module's own ``Telo.Definition`` documents;
 4. evaluate ``variables``/``secrets`` (:mod:`.variables`);
 5. declare every resource (names, kinds, duplicates), then validate each config against its kind's schema
-   (:mod:`.validate`) and walk it (:mod:`.graph`: references, inline resources, CEL hook);
+   (:mod:`.validate`) and walk it (:mod:`.graph`: references, inline resources, CEL hook); refuse resources
+   that invoke each other in a cycle no condition breaks (:mod:`.cycles`);
 6. read the boot ``targets`` (:mod:`.boot`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
 from telo.specs import BUILTIN_KINDS, CAPABILITIES, TELO, Capability, KindSpec
 
 from .boot import read_targets
+from .cycles import reference_cycles
 from .declare import Declarer
 from .diagnostics import (
     ERR_MANIFEST_DUPLICATE_RESOURCE,
     ERR_MANIFEST_NOT_FOUND,
+    ERR_MANIFEST_UNKNOWN_RESOURCE,
     ERR_MANIFEST_VALIDATION_FAILED,
+    ERR_MANIFEST_YAML,
     Diagnostic,
     ManifestLoadError,
     errors_of,
@@ -158,7 +162,9 @@ def _load(
         env = os.environ
     module_url = path.resolve().as_uri()
     directory = path.resolve().parent
+    read_from = len(diagnostics)
     documents = read_documents(text, file, directory, diagnostics)
+    cut = _stream_cut(diagnostics, read_from)
     if not documents:
         if not errors_of(diagnostics):
             diagnostics.append(Diagnostic(ERR_MANIFEST_VALIDATION_FAILED, "the manifest has no documents",
@@ -206,6 +212,8 @@ def _load(
     for decl in list(resources.values()):
         check(decl)
         graph.walk_resource(decl)
+    if not errors_of(diagnostics):  # like the zone checks (analysis.check): a broken graph would find cascades
+        diagnostics.extend(reference_cycles(resources, canonical))  # a → b → a on every call: never returns
 
     kind = cast(Literal["Telo.Application", "Telo.Library"],
                 head.get("kind") if head.get("kind") in HEADER_KINDS else "Telo.Application")
@@ -227,7 +235,30 @@ def _load(
         declared_variables={**variables, **secrets},
         exports={k: [str(x) for x in v] for k, v in exports.items() if isinstance(v, list)},
     )
+    if cut is not None:
+        _drop_cascade(diagnostics, read_from, cut)
     return _Module(application, resources, kinds, canonical, own, module_url, file, text)
+
+
+def _stream_cut(diagnostics: list[Diagnostic], start: int) -> Diagnostic | None:
+    """The YAML error that ended the document stream (read_documents), if one did."""
+    for d in diagnostics[start:]:
+        if d.code == ERR_MANIFEST_YAML and d.message.startswith(("YAML syntax error", "YAML error")):
+            return d
+    return None
+
+
+def _drop_cascade(diagnostics: list[Diagnostic], start: int, cut: Diagnostic) -> None:
+    """A syntax error cuts the stream: the documents after it are not read, so a reference to a resource
+    declared there reads as unknown. Those findings are the syntax error's cascade, not the author's mistakes:
+    leave them out, and say so on the syntax error (it sorts first: diagnostics.sort_key)."""
+    kept = [d for d in diagnostics[start:] if d.code != ERR_MANIFEST_UNKNOWN_RESOURCE]
+    dropped = len(diagnostics) - start - len(kept)
+    if dropped:
+        note = (f"the documents after it were not read, so {dropped} reference(s) to resources they may declare "
+                "are not checked until it is fixed")
+        kept = [replace(d, hint=note) if d is cut else d for d in kept]
+    diagnostics[start:] = kept
 
 
 def _split_header(documents: list[Document], file: str, diagnostics: list[Diagnostic]

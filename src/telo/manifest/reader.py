@@ -25,6 +25,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .diagnostics import ERR_MANIFEST_INCLUDE, ERR_MANIFEST_INVALID_NAME, ERR_MANIFEST_YAML, Diagnostic
+from .limits import scan
 from .nodes import Cel, Pos, Ref, Template, TextSpan
 from .positions import PositionTable, join
 
@@ -82,10 +83,20 @@ def read_documents(text: str, file: str, base_dir: Path, diagnostics: list[Diagn
     """Every non-empty document of ``text``; problems are appended to ``diagnostics``. A syntax error ends
     the stream (the parser cannot resynchronise), but the documents before it are still returned so their
     own errors can be reported in the same run."""
+    scanner = _Loader(text)
+    try:  # alias bombs and too-deep nesting, refused before a node is composed (telo.manifest.limits)
+        refusal = scan(scanner, file)
+    finally:
+        scanner.dispose()
     loader = _Loader(text)
     documents: list[Document] = []
+    index = 0
     try:
         while loader.check_node():
+            if refusal is not None and index == refusal.document:
+                diagnostics.append(refusal.diagnostic)
+                break
+            index += 1
             node = loader.get_node()
             if node is None or (isinstance(node, ScalarNode) and node.tag == _NULL):
                 continue  # an empty document (`---` with nothing after it)
@@ -172,12 +183,23 @@ class _Builder:
         try:
             if isinstance(node, ScalarNode):
                 return self._scalar(node)
+            # One Python frame a nesting level (build calling build, no comprehension or helper in between):
+            # telo.manifest.limits lets a document nest MAX_MANIFEST_DEPTH levels, and the runtime's own
+            # recursive walks of the data need the rest of the default recursion limit.
             if isinstance(node, SequenceNode):
                 self._plain_collection(node, _SEQ)
-                return [self.build(item, join(pointer, i)) for i, item in enumerate(node.value)]
+                items: list[Any] = []
+                for i, item in enumerate(node.value):
+                    items.append(self.build(item, join(pointer, i)))
+                return items
             if isinstance(node, MappingNode):
                 self._plain_collection(node, _MAP)
-                return self._mapping(node, pointer)
+                out: dict[str, Any] = {}
+                for key_node, value_node in self._pairs(node):
+                    name = self._key(key_node, out)
+                    if name is not None:
+                        out[name] = self.build(value_node, join(pointer, name), self.pos(key_node))
+                return out
             raise TypeError(f"unexpected YAML node {node!r}")  # pragma: no cover
         finally:
             self._active.discard(id(node))
@@ -187,19 +209,17 @@ class _Builder:
             self.error(ERR_MANIFEST_YAML, f"the tag {node.tag} cannot be applied to a "
                        f"{'list' if tag == _SEQ else 'mapping'}", node)
 
-    def _mapping(self, node: MappingNode, pointer: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key_node, value_node in self._pairs(node):
-            if not isinstance(key_node, ScalarNode):
-                self.error(ERR_MANIFEST_YAML, "a mapping key must be a scalar", key_node)
-                continue
-            key = key_node.value
-            if key in out:
-                self.error(ERR_MANIFEST_YAML, f"duplicate key {key!r} in one mapping", key_node,
-                           hint="YAML keys must be unique; the later value would silently win")
-                continue
-            out[key] = self.build(value_node, join(pointer, key), self.pos(key_node))
-        return out
+    def _key(self, key_node: Node, out: dict[str, Any]) -> str | None:
+        """The mapping key's text, or None (reported) for a key that is not a scalar or repeats one."""
+        if not isinstance(key_node, ScalarNode):
+            self.error(ERR_MANIFEST_YAML, "a mapping key must be a scalar", key_node)
+            return None
+        key: str = key_node.value
+        if key in out:
+            self.error(ERR_MANIFEST_YAML, f"duplicate key {key!r} in one mapping", key_node,
+                       hint="YAML keys must be unique; the later value would silently win")
+            return None
+        return key
 
     def _pairs(self, node: MappingNode) -> list[tuple[Node, Node]]:
         """The mapping's pairs with YAML merge keys (``<<: *base``) expanded; own keys win."""

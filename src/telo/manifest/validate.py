@@ -17,6 +17,7 @@ resource's position table is keyed by.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -37,6 +38,7 @@ from .diagnostics import (
     ERR_MANIFEST_VALIDATION_FAILED,
     ERR_STEP_NAME_REQUIRED,
     WARN_DUPLICATE_STEP_NAME,
+    WARN_RESERVED_STEP_NAME,
     Diagnostic,
 )
 from .nodes import Cel, Ref, Template
@@ -51,7 +53,12 @@ _CODES = {
     "x-telo-step-name": ERR_INVALID_STEP_NAME,
     "x-telo-step-kind": ERR_MANIFEST_INVALID_STEP,
 }
-_WARNINGS = {"x-telo-step-duplicate": WARN_DUPLICATE_STEP_NAME}
+_WARNINGS = {"x-telo-step-duplicate": WARN_DUPLICATE_STEP_NAME, "x-telo-step-reserved": WARN_RESERVED_STEP_NAME}
+# CEL's language keywords: `steps.in.result` does not parse. The reserved words (CEL spec, "Syntax") parse as a
+# field here but not in every implementation: a warning.
+CEL_KEYWORDS = frozenset({"true", "false", "null", "in"})
+CEL_RESERVED = frozenset({"as", "break", "const", "continue", "else", "for", "function", "if", "import", "let",
+                          "loop", "package", "namespace", "return", "var", "void", "while"})
 # Kinds whose step lists always run journaled: a duplicate step name there is an error, not a warning.
 DURABLE_BODIES = frozenset({"DurableLocal.Workflow", "Durable.Idempotent"})
 _STEP_LIST = ", ".join(STEP_KINDS)
@@ -104,12 +111,21 @@ def _steps_keyword(validator: Any, enabled: Any, instance: Any, schema: Mapping[
             yield ValidationError(
                 f"invalid step name {name!r}: a step name matches ^[A-Za-z_][A-Za-z0-9_]*$ (a hyphen reads as "
                 "subtraction in CEL)", validator="x-telo-step-name", path=(index, "name"))
-        elif name in seen:
+        elif name in CEL_KEYWORDS:
             yield ValidationError(
-                f"another step of this list is already named {name!r}: both would record under one journal path, "
-                "and the second would replay the first's result instead of running (rename one)",
-                validator="x-telo-step-duplicate", path=(index, "name"))
+                f"invalid step name {name!r}: it is a CEL keyword, so `steps.{name}.result` cannot be written "
+                "(the expression does not parse)", validator="x-telo-step-name", path=(index, "name"))
         else:
+            if name in CEL_RESERVED:
+                yield ValidationError(
+                    f"step name {name!r} is a word CEL reserves: this runtime reads `steps.{name}`, but a CEL "
+                    "implementation that follows the specification strictly refuses it",
+                    validator="x-telo-step-reserved", path=(index, "name"))
+            if name in seen:
+                yield ValidationError(
+                    f"another step of this list is already named {name!r}: both would record under one journal "
+                    "path, and the second would replay the first's result instead of running (rename one)",
+                    validator="x-telo-step-duplicate", path=(index, "name"))
             seen.add(name)
         kinds = step_kinds_present(step)
         if not kinds:
@@ -120,6 +136,8 @@ def _steps_keyword(validator: Any, enabled: Any, instance: Any, schema: Mapping[
             yield ValidationError(
                 f"a step is exactly one kind: {kinds[0]!r} and {extra!r} are both present (it would run as "
                 f"{kinds[0]!r})", validator="x-telo-step-kind", path=(index, extra))
+        if len(kinds) > 1:  # the extra kind keys are reported above, not again as unknown fields
+            step = {k: v for k, v in step.items() if k not in kinds[1:]}
         yield from validator.descend(step, STEP_SCHEMAS[kinds[0]], path=index)
 
 
@@ -181,9 +199,14 @@ def _to_diagnostics(error: ValidationError, table: PositionTable, base: str, sub
         patterns = error.schema.get("patternProperties", {}) if isinstance(error.schema, Mapping) else {}
         extras = [k for k in error.instance if k not in allowed and not any(re.search(p, k) for p in patterns)]
         known = ", ".join(allowed) or "none"
+        named = error.instance.get("name")
+        if isinstance(error.schema, Mapping) and error.schema.get("x-telo-step") and isinstance(named, str):
+            where = f"on step {named!r} ({where})"
+        else:
+            where = f"at {where}"
         return [
-            Diagnostic(ERR_MANIFEST_VALIDATION_FAILED, f"{subject}: unknown field {k!r} at {where} (fields: {known})",
-                       table.key(join(pointer, k)))
+            Diagnostic(ERR_MANIFEST_VALIDATION_FAILED, f"{subject}: unknown field {k!r} {where} (fields: {known})",
+                       table.key(join(pointer, k)), hint=_did_you_mean(k, list(allowed)))
             for k in extras
         ]
     code = _CODES.get(kind, ERR_MANIFEST_VALIDATION_FAILED)
@@ -217,6 +240,15 @@ def _message(error: ValidationError) -> str:
     if kind == "pattern":
         return f"{_short(instance)} does not match {value}"
     return error.message
+
+
+def _did_you_mean(word: str, candidates: list[str]) -> str | None:
+    """``timeOut`` → ``timeout``, ``retyr`` → ``retry``: case-insensitive first, then by similarity."""
+    for candidate in candidates:
+        if candidate.lower() == word.lower():
+            return f"did you mean {candidate!r}?"
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
 
 
 def _is_required_only(schema: Any) -> bool:

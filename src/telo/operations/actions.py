@@ -10,7 +10,6 @@ schema a delivery is checked against is the one the Await recorded in the journa
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -63,9 +62,10 @@ def payload_from_json(text: str | None, where: str) -> Any:
     """A payload written as JSON text (a CLI option, a form field) as a domain value (integers as CEL int);
     ``ERR_DURABLE_PAYLOAD_INVALID`` when it is not JSON. None and empty text are ``null``."""
     from telo.values import from_plain
+    from telo.values.depth import load_json
 
-    try:
-        plain = json.loads(text) if text else None
+    try:  # nested past the value domain's limit: ERR_TYPED_FRAME_UNENCODABLE naming `where`
+        plain = load_json(text, where) if text else None
     except ValueError as exc:
         raise TeloError(Code.DURABLE_PAYLOAD_INVALID, f"{where} is not JSON: {exc}",
                         hint='write JSON, e.g. {"approvedBy": "ada"}') from exc

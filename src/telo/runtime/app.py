@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from telo.analysis import cel_checker, zone_checks
+from telo.analysis import cel_checker
+from telo.analysis import static_checks as run_static_checks
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.engine.context import current
 from telo.engine.dispatch import EventBus, dispatch
@@ -67,11 +68,11 @@ class Application:
              env: Mapping[str, str] | None = None, clock: Clock = SYSTEM_CLOCK,
              static_checks: bool = True) -> Application:
         """Load, then run the same static checks as ``telo check`` (reference §1 boot order): a manifest with
-        an error never runs. ``static_checks=False`` skips the zone checks, for tests of the runtime guards
+        an error never runs. ``static_checks=False`` skips them, for tests of the runtime guards
         behind them."""
         manifest = load_manifest(source, text=text, env=env, cel_checker=cel_checker)
         if static_checks:
-            found = zone_checks(manifest)
+            found = run_static_checks(manifest)
             if any(d.severity == "error" for d in found):
                 raise ManifestLoadError(str(source), [*manifest.diagnostics, *found])
         return cls(manifest, controllers=controllers, clock=clock)

@@ -111,8 +111,9 @@ class Compiler:
         return env
 
     def program(self, node: Cel, names: Iterable[str] = ()) -> Program:
-        return self.environment(names).compile(node.text, source=node.pos.file, line=node.pos.line,
-                                               column=node.pos.column)
+        # Positions count from the expression's first character, not its `!cel` tag: so do `telo check`'s.
+        start = node.locate(1, 1)
+        return self.environment(names).compile(node.text, source=start.file, line=start.line, column=start.column)
 
     def reads(self, node: Any, names: Iterable[str]) -> frozenset[str]:
         """Which of ``names`` the expressions inside ``node`` read."""

@@ -2,9 +2,11 @@
 per step kind. Nested bodies are ``{"x-telo-steps": true}``, so a validator that understands that keyword
 recurses through ``then``/``do``/``cases``/``try``… with the same grammar.
 
-The schemas are *open* (unknown keys allowed) as upstream's is: the test suites put ``maxIterations`` on
-``while`` steps, which is accepted and ignored. ``name`` is checked by the validator itself (it has its own
-codes, ``ERR_STEP_NAME_REQUIRED`` and ``ERR_INVALID_STEP_NAME``).
+The schemas are *closed*, unlike upstream's open one: a misspelt field (``retyr: {attempts: 5}``, ``timeOut:``)
+would otherwise load and silently do nothing — the retry disappears. The one extra key upstream's test suites
+write, ``maxIterations`` on a ``while`` step, is accepted and ignored as upstream does (caps belong to
+``Run.Loop``, reference §3). ``name`` is checked by the validator itself (it has its own codes,
+``ERR_STEP_NAME_REQUIRED`` and ``ERR_INVALID_STEP_NAME``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def _step(kind: str, properties: Schema, required: tuple[str, ...]) -> Schema:
         "x-telo-step": kind,
         "properties": {**_COMMON, **properties},
         "required": list(required),
+        "additionalProperties": False,
     }
 
 
@@ -78,7 +81,12 @@ STEP_SCHEMAS: Mapping[str, Schema] = {
         },
         ("if", "then"),
     ),
-    "while": _step("while", {"while": PREDICATE, "do": steps()}, ("while", "do")),
+    "while": _step(
+        "while",
+        # maxIterations: accepted and ignored, as upstream's open schema does (its test suites write it)
+        {"while": PREDICATE, "do": steps(), "maxIterations": {"type": "integer", "minimum": 0}},
+        ("while", "do"),
+    ),
     "switch": _step(
         "switch",
         {"switch": runtime(), "cases": {"type": "object", "additionalProperties": steps()}, "default": steps()},

@@ -119,7 +119,8 @@ def encode_frame(value: object) -> str:
     cycle = _find_cycle(value)
     if cycle is not None:
         raise TypedFrameUnencodable("a value that contains itself", path=pointer(cycle))
-    raise TypedFrameUnencodable(f"a value nested deeper than {MAX_DEPTH} levels", path="")
+    # the writer refuses a container at frame depth MAX_DEPTH: a value nests at most MAX_DEPTH - 1 containers
+    raise TypedFrameUnencodable(f"a value nested deeper than {MAX_DEPTH - 1} levels", path="")
 
 
 # --- containers ------------------------------------------------------------------------------------------

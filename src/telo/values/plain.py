@@ -31,7 +31,7 @@ Reading decides the CEL type of each node from its schema; it is a reader, not a
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from telo.errors import TypedFrameUnencodable
@@ -45,6 +45,7 @@ from telo.values.types import (
 )
 from telo.values.url import Url
 
+from .depth import MAX_PLAIN_DEPTH, too_deep_error
 from .plain_read import from_plain
 from .texts import decode_base64url, encode_base64url, json_pointer, parse_cel_duration
 
@@ -103,7 +104,7 @@ def _int(value: int, path: str) -> int:
     return int(value)  # a Uint is written as the plain int of its digits
 
 
-def _write(value: object, path: str, active: set[int]) -> Any:
+def _scalar(value: object, path: str) -> Any:
     # Dispatch is on the EXACT type (types.py): True is not an int, an int subclass is not a CEL value.
     if value is None or type(value) is bool:
         return value
@@ -123,33 +124,64 @@ def _write(value: object, path: str, active: set[int]) -> Any:
         return encode_base64url(value)
     if type(value) is Timestamp or type(value) is Duration or type(value) is Url:
         return value.to_text()
-    if type(value) is list or type(value) is dict or type(value) is CelMap:
-        if id(value) in active:
-            raise TypedFrameUnencodable("a value that contains itself", path=path, hint=_HINT)
-        active.add(id(value))
-        try:
-            if type(value) is list:
-                return [_write(v, json_pointer(path, i), active) for i, v in enumerate(value)]
-            if type(value) is CelMap:
-                return _write_map(value.pairs(), path, active)
-            return _write_map(value.items(), path, active)  # type: ignore[union-attr]
-        finally:
-            active.discard(id(value))
     raise TypedFrameUnencodable(
         f"a value of type {type(value).__name__}, which is not a CEL value", path=path, hint=_HINT
     )
 
 
-def _write_map(pairs: Iterable[tuple[Any, Any]], path: str, active: set[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _open(value: object, path: str) -> tuple[Any, Iterator[tuple[Any, object, str]]] | None:
+    """For a container: its empty plain form and its members as ``(slot, value, pointer)``; else None."""
+    if type(value) is list:
+        return [], ((i, v, json_pointer(path, i)) for i, v in enumerate(value))
+    if type(value) is CelMap:
+        return {}, _members(value.pairs(), path)
+    if type(value) is dict:
+        return {}, _members(value.items(), path)
+    return None
+
+
+def _members(pairs: Iterable[tuple[Any, Any]], path: str) -> Iterator[tuple[str, object, str]]:
     for k, v in pairs:
         key = _key_text(k, json_pointer(path, str(k)))
-        child = json_pointer(path, key)
-        if key in out:  # 1 and "1", or True and "true": one JSON member name, so not one-to-one
+        yield key, v, json_pointer(path, key)
+
+
+def _write(value: object, path: str, active: set[int]) -> Any:
+    """Iterative, with an explicit stack: a value may nest MAX_PLAIN_DEPTH levels (telo.values.depth), and a
+    recursion of two or three frames a level would overflow CPython's 1000-frame stack well before that."""
+    opened = _open(value, path)
+    if opened is None:
+        return _scalar(value, path)
+    top, members = opened
+    active.add(id(value))
+    stack: list[tuple[object, Any, Iterator[tuple[Any, object, str]]]] = [(value, top, members)]
+    while stack:
+        node, out, it = stack[-1]
+        step = next(it, None)
+        if step is None:
+            stack.pop()
+            active.discard(id(node))
+            continue
+        slot, child, child_path = step
+        if type(out) is dict and slot in out:  # 1 and "1", or True and "true": one JSON member name
             raise TypedFrameUnencodable(
-                f"two map keys write as the same text {key!r}",
-                path=child,
+                f"two map keys write as the same text {slot!r}",
+                path=child_path,
                 hint="the plain encoding writes every map key as text",
             )
-        out[key] = _write(v, child, active)
-    return out
+        opened = _open(child, child_path)
+        if opened is None:
+            converted = _scalar(child, child_path)
+        else:
+            if id(child) in active:
+                raise TypedFrameUnencodable("a value that contains itself", path=child_path, hint=_HINT)
+            if len(stack) >= MAX_PLAIN_DEPTH:
+                raise too_deep_error("a value", MAX_PLAIN_DEPTH)
+            converted, members = opened
+            active.add(id(child))
+            stack.append((child, converted, members))
+        if type(out) is list:
+            out.append(converted)
+        else:
+            out[slot] = converted
+    return top

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import unquote
 
-from telo.errors import PlainValueInvalid
+from telo.errors import PlainValueInvalid, TypedFrameUnencodable
 from telo.values.types import INT64_MAX, INT64_MIN, UINT64_MAX, Uint, parse_rfc3339
 from telo.values.url import Url
 
+from .depth import HINT, MAX_VALUE_DEPTH, check_depth, too_deep_error
 from .texts import decode_base64url, json_pointer, parse_cel_duration
 
 # --- reading ----------------------------------------------------------------------------------------------
@@ -45,7 +46,64 @@ def from_plain(value: Any, schema: Schema = None) -> Any:
     ``minimum``, ``enum``, ``additionalProperties: false``… are left to jsonschema. Raises
     :class:`~telo.errors.PlainValueInvalid` with the JSON Pointer of the node that does not read.
     """
-    return _Reader(schema).read(schema, value, "")
+    if schema is None or schema is True or (isinstance(schema, Mapping) and not schema):
+        return _read_schemaless(value)
+    check_depth(value, "a plain JSON value")
+    try:
+        return _Reader(schema).read(schema, value, "")
+    except RecursionError:  # a few frames a level: a value near the limit, read on an already deep stack
+        raise TypedFrameUnencodable(f"a plain JSON value nested too deeply to read on this stack "
+                                    f"(the limit is {MAX_VALUE_DEPTH} levels)", hint=HINT) from None
+
+
+def _read_schemaless(root: Any) -> Any:
+    """``_Reader.read`` with no schema, iteratively: each node by its JSON form (the CLI's ``--input`` and
+    ``--payload`` read so), on any depth up to MAX_VALUE_DEPTH whatever the caller's stack."""
+    top, members = _open_plain(root, "")
+    if members is None:
+        return top
+    stack: list[tuple[Any, Any]] = [(top, members)]
+    while stack:
+        out, it = stack[-1]
+        step = next(it, None)
+        if step is None:
+            stack.pop()
+            continue
+        slot, child, path = step
+        converted, kids = _open_plain(child, path)
+        if kids is not None:
+            if len(stack) >= MAX_VALUE_DEPTH:
+                raise too_deep_error("a plain JSON value")
+            stack.append((converted, kids))
+        if type(out) is list:
+            out.append(converted)
+        else:
+            out[slot] = converted
+    return top
+
+
+def _open_plain(value: Any, path: str) -> tuple[Any, Any]:
+    """A scalar read (and None), or an empty container and an iterator of its ``(slot, value, pointer)``."""
+    t = type(value)
+    if t is list:
+        return [], ((i, v, json_pointer(path, i)) for i, v in enumerate(value))
+    if t is dict:
+        return {}, ((_member_name(k, json_pointer(path, k)), v, json_pointer(path, k)) for k, v in value.items())
+    if value is None or t is bool:
+        return value, None
+    if t is int:
+        return _read_integral(value, path, INT64_MIN, INT64_MAX, "an integer (CEL int)"), None
+    if t is float:
+        return _read_double(value, path), None
+    if t is str:
+        return _read_text(value, path), None
+    raise _invalid(f"{_describe(value)} is not a JSON value", path)
+
+
+def _member_name(key: Any, path: str) -> str:
+    if type(key) is not str:
+        raise _invalid(f"an object member name of type {type(key).__name__}", path)
+    return _read_text(key, path)
 
 
 def _describe(value: Any) -> str:

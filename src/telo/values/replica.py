@@ -39,16 +39,49 @@ def replica(value: Any) -> Any:
         return UNSUPPORTED
 
 
-def _copy(v: Any) -> Any:
+def _copy(root: Any) -> Any:
+    """An iterative walk, not a recursive one: the writer accepts values nested up to MAX_DEPTH levels, and a
+    recursion of two frames a level (a function and its comprehension) would overflow CPython's default stack
+    of 1000 frames on a value the journal holds legitimately. Each container is created empty, put in its
+    parent's slot at once (so a map keeps its member order), and filled when popped from the stack."""
+    top = _shell(root)
+    if top is root:
+        return root
+    stack: list[tuple[Any, Any]] = [(root, top)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        src, dst = pop()
+        if type(src) is dict:
+            keys = tuple(src)
+            order = _ORDERS[keys] if keys in _ORDERS else _learn(keys)
+            for k in keys if order is None else order:
+                x = src[k]
+                if type(x) in _SCALARS:
+                    dst[k] = x
+                else:
+                    dst[k] = c = _shell(x)
+                    push((x, c))
+        else:
+            append = dst.append
+            for x in src:
+                if type(x) in _SCALARS:
+                    append(x)
+                else:
+                    c = _shell(x)
+                    append(c)
+                    push((x, c))
+    return top
+
+
+def _shell(v: Any) -> Any:
+    """``v`` itself for a scalar passed through, an empty container of ``v``'s type to be filled, or a raise."""
     t = type(v)
     if t in _SCALARS:
         return v
     if t is dict:
-        keys = tuple(v)
-        order = _ORDERS[keys] if keys in _ORDERS else _learn(keys)
-        return {k: _copy(v[k]) for k in (keys if order is None else order)}
+        return {}
     if t is list:
-        return [_copy(x) for x in v]
+        return []
     raise _Unsupported
 
 

@@ -174,3 +174,51 @@ def test_syntax_error_keeps_earlier_documents_and_reports_the_mark() -> None:
     assert docs == [{"a": 1}]
     assert len(diags) == 1 and diags[0].code == "ERR_MANIFEST_YAML"
     assert diags[0].pos is not None and diags[0].pos.line == 4
+
+
+# --- limits (telo.manifest.limits): alias bombs and nesting past the value domain's limit ----------------
+
+_BOMB = "x:\n  a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  {n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+def test_an_alias_bomb_is_one_diagnostic_at_the_alias_and_builds_nothing() -> None:
+    docs, diags = read("kind: A\n---\n" + _BOMB)
+    assert docs == [{"kind": "A"}]  # the documents before it are still read
+    [d] = diags
+    assert d.code == "ERR_MANIFEST_YAML" and "100000 nodes" in d.message and d.hint
+    assert d.pos is not None and d.pos.line > 3 and d.pos.column > 1  # on an alias of the last lines
+
+
+def test_ordinary_aliases_and_merge_keys_still_expand() -> None:
+    [doc], diags = read(
+        "retry: &r {attempts: 3, delays: [1, 2]}\n"
+        "a: *r\nb: {<<: *r, attempts: 5}\n"
+        "many: [" + ", ".join(["*r"] * 200) + "]\n"
+    )
+    assert not diags
+    assert doc["a"] == {"attempts": 3, "delays": [1, 2]} and doc["b"]["attempts"] == 5
+    assert len(doc["many"]) == 200 and doc["many"][199] == doc["a"]
+
+
+def test_nesting_past_the_manifest_limit_is_one_diagnostic_not_a_recursion_error() -> None:
+    for depth in (200, 500, 600, 20_000):
+        docs, diags = read("x: " + "[" * depth + "]" * depth + "\n")
+        assert docs == []
+        [d] = diags
+        assert d.code == "ERR_TYPED_FRAME_UNENCODABLE" and "deeper than 200" in d.message and d.hint
+        assert d.pos == Pos("m.yaml", 1, 4 + 199)  # the 201st level (the document is level 1, x level 2)
+    # through aliases too: each level of `c` doubles nothing but adds the depth of `b`
+    deep = "[" * 120 + "]" * 120
+    docs, diags = read(f"a: &b {deep}\nc: [*b]\nd: [[[{'[' * 80}*b{']' * 80}]]]\n")
+    assert [d.code for d in diags] == ["ERR_TYPED_FRAME_UNENCODABLE"] and diags[0].pos.line == 3
+
+
+def test_nesting_at_the_manifest_limit_reads() -> None:
+    [doc], diags = read("x: " + "[" * 199 + "]" * 199 + "\n")  # with the document's mapping: 200 levels
+    assert not diags
+    node, levels = doc["x"], 1
+    while node:
+        node, levels = node[0], levels + 1
+    assert levels == 199
