@@ -10,9 +10,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.process import telo
-from tests.server.support import MANIFEST
+from tests.server.support import MANIFEST, start_ui, stop
 
 CHROMIUM = "/usr/bin/chromium"
 ON_CI = os.environ.get("CI") == "true"
@@ -44,41 +41,6 @@ def _require_browser() -> None:
         pytest.skip("the playwright package is not installed (it is in the dev extra)")
 
 
-def start_ui(journal: Path, cwd: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    """`telo ui --port 0` in the background, and the URL its first line names."""
-    proc = subprocess.Popen([sys.executable, "-m", "telo", "ui", "--journal", str(journal), "--port", "0", *extra],
-                            cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    match = re.search(r"at (http://\S+/)", line)
-    if match is None:
-        proc.kill()
-        pytest.fail(f"telo ui did not start: {line}{proc.stderr.read()}")
-    url = match.group(1)
-    deadline = time.monotonic() + 20
-    while True:  # the line is printed once the socket listens; wait for uvicorn to answer on it
-        try:
-            with urllib.request.urlopen(url + "api/runs", timeout=2):
-                return proc, url
-        except urllib.error.HTTPError:  # refused (a token is required), but answering
-            return proc, url
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("telo ui never answered")
-            time.sleep(0.1)
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture
 def parked(tmp_path: Path) -> Path:
     """A directory with the manifest and a journal in which run flow:b1 is parked on token go:b1."""
@@ -90,7 +52,7 @@ def parked(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def ui(parked: Path) -> Iterator[str]:
-    proc, url = start_ui(parked / "journal.db", parked)
+    proc, url, _ = start_ui(parked / "journal.db", parked)
     try:
         yield url
     finally:
@@ -106,7 +68,7 @@ def test_telo_ui_serves_the_json_api_over_uvicorn(ui: str) -> None:
 
 
 def test_telo_ui_with_a_token_refuses_requests_without_it(parked: Path) -> None:
-    proc, url = start_ui(parked / "journal.db", parked, "--token", "t0ken")
+    proc, url, _ = start_ui(parked / "journal.db", parked, "--token", "t0ken")
     try:
         with pytest.raises(urllib.error.HTTPError) as denied:
             urllib.request.urlopen(url + "api/runs", timeout=5)

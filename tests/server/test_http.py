@@ -317,16 +317,16 @@ def test_posts_need_the_same_origin_or_the_session_token(store: SqliteStore, cli
     assert bare.status_code == 403 and bare.json()["error"]["code"] == "ERR_UI_CSRF"
     assert client.post(url, json={}, headers={"origin": "http://evil.example"}).status_code == 403
     assert client.post(url, json={}, headers={"origin": "null"}).status_code == 403
-    client.get("/runs")  # issues the session's CSRF cookie
+    page = client.get(run_url("flow:x")).text  # issues the session's CSRF cookie, and the token bound to it
     wrong = client.post(url, json={"csrf": "guess"})
     assert wrong.status_code == 403
-    cookie = client.cookies.get("telo_ui_csrf")
-    assert cookie
-    assert client.post(url, json={}, headers={"origin": "null"}).status_code == 403  # masked: token needed
-    masked = {"origin": "null", "x-csrf-token": cookie}
-    assert client.post(url, json={}, headers={"origin": "http://evil.example", "x-csrf-token": cookie}).status_code \
-        == 403  # a foreign origin is refused even with the token
-    assert client.post(url, json={}, headers=masked).status_code == 200
+    found = re.search(r'name="csrf" value="([^"]+)"', page)
+    assert found is not None
+    token = found.group(1)
+    assert token != client.cookies.get("telo_ui_csrf")  # the cookie holds the session id, not the token
+    for origin in ("http://evil.example", "null"):  # a foreign or masked origin is refused even with the token
+        assert client.post(url, json={}, headers={"origin": origin, "x-csrf-token": token}).status_code == 403
+    assert client.post(url, json={}, headers={"x-csrf-token": token}).status_code == 200  # no Origin: the token
     parked_run(store, "flow:y", "go:y")
     ok = client.post(run_url("flow:y", "/cancel", api=True), json={}, headers={"sec-fetch-site": "same-origin"})
     assert ok.status_code == 200

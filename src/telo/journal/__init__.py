@@ -23,6 +23,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
+from telo.journal.redact import redact
 from telo.journal.store import Store, StoreTransaction
 
 __all__ = [
@@ -71,7 +72,7 @@ def open_store(url: str, **options: Any) -> Store:
         return SqliteStore(url, **options)
     raise JournalError(
         Code.JOURNAL_URL_INVALID,
-        f"cannot tell which journal {url!r} names",
+        f"cannot tell which journal {redact(url)!r} names",  # a mistyped scheme may still carry a password
         hint="pass a SQLite file (*.db), an existing file-journal directory (or file:///dir), "
         "a postgresql:// URL, or memory:",
     )

@@ -21,6 +21,7 @@ from telo.journal.columns import json_text as dump
 from telo.journal.integrity import checksum, verify
 from telo.journal.model import Claim, Entry, Parked, RunRecord
 from telo.journal.postgres_schema import ENTRY_COLUMNS, RUN_COLUMNS, RUN_EXTENSION_COLUMNS
+from telo.journal.redact import redact
 
 RUN_COLS: Final = tuple(n for n, _ in RUN_COLUMNS + RUN_EXTENSION_COLUMNS)
 ENTRY_COLS: Final = tuple(n for n, _ in ENTRY_COLUMNS if n != "run")
@@ -31,19 +32,20 @@ _COLUMN_OF: Final = {"inputs_v": "inputs_codec_version", "result_v": "result_cod
 
 @contextmanager
 def db_errors(action: str) -> Iterator[None]:
-    """Report driver failures as JournalError, so callers never need to import psycopg."""
+    """Report driver failures as JournalError, so callers never need to import psycopg. The driver's message
+    is redacted: libpq quotes a URL it cannot parse whole, password included."""
     try:
         yield
     except psycopg.OperationalError as exc:  # includes the pool's PoolTimeout and PoolClosed
         raise JournalError(
             Code.JOURNAL_UNAVAILABLE,
-            f"the PostgreSQL journal could not {action}: {exc}",
+            f"the PostgreSQL journal could not {action}: {redact(str(exc))}",
             hint="check that the PostgreSQL server is up and reachable at the journal's URL",
         ) from exc
     except psycopg.Error as exc:
         raise JournalError(
             Code.JOURNAL_FAILED,
-            f"the PostgreSQL journal could not {action}: {exc}",
+            f"the PostgreSQL journal could not {action}: {redact(str(exc))}",
             data={"sqlstate": exc.sqlstate} if exc.sqlstate else None,
         ) from exc
 

@@ -15,6 +15,8 @@ from typing import Any, Final
 import psycopg
 from psycopg import sql
 
+from telo.journal.redact import redact
+
 log = logging.getLogger("telo.journal.postgres")
 
 _POLL_S: Final = 0.25  # how often the listen loop looks at its stop flag
@@ -71,7 +73,7 @@ class WakeListener:
                 # the wake-up listener lost its connection; it reconnects after the backoff
                 log.warning("journal.postgres.listener_reconnecting",
                             extra={"durable.channel": self._channel, "journal.backoff_s": backoff,
-                                   "error.message": str(exc)})
+                                   "error.message": redact(str(exc))})
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
 

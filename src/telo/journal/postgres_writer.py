@@ -35,6 +35,7 @@ from telo.journal.batch_plan import GroupRunner, OneAtATime, plan
 from telo.journal.chain import WriteChain
 from telo.journal.group_commit import WriterStats, committed
 from telo.journal.pending import PendingOp, break_chain
+from telo.journal.redact import redact
 
 log = logging.getLogger("telo.journal.postgres")
 
@@ -201,12 +202,14 @@ class PgBatches:
         stats.failed_ops += len(ops)
         unreachable = self._conn is None or self._conn.broken or isinstance(exc, psycopg.OperationalError)
         if unreachable:
-            log.warning("journal.postgres.batch_failed", extra={"journal.ops": len(ops), "error.message": str(exc)})
+            # a connection error may quote the journal's URL: its password stays out of the log
+            log.warning("journal.postgres.batch_failed",
+                        extra={"journal.ops": len(ops), "error.message": redact(str(exc))})
         for op in ops:
             # one error object per caller: each thread raising it gets its own traceback
             err = JournalError(
                 Code.JOURNAL_UNAVAILABLE if unreachable else Code.JOURNAL_WRITE_FAILED,
-                f"the PostgreSQL journal could not commit a batch of {len(ops)} write(s): {exc}",
+                f"the PostgreSQL journal could not commit a batch of {len(ops)} write(s): {redact(str(exc))}",
                 hint="check that the PostgreSQL server is up and reachable at the journal's URL"
                 if unreachable else "check the server's log (disk space, permissions, locks)",
                 data={"sqlstate": exc.sqlstate} if isinstance(exc, psycopg.Error) and exc.sqlstate else None,

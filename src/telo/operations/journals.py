@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from telo.clock import Clock
 from telo.errors import Code, TeloError
 from telo.journal import open_store
+from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
 
@@ -37,9 +38,10 @@ def local_path(name: str) -> str | None:
 
 
 def journal_not_found(name: str) -> TeloError:
-    return TeloError(NOT_FOUND, f"there is no journal at {name!r}",
+    shown = redact(name)  # a mistyped scheme (postgresq://user:pw@…) lands here as a "path"
+    return TeloError(NOT_FOUND, f"there is no journal at {shown!r}",
                      hint="pass an existing SQLite file, file-journal directory or postgresql:// URL, "
-                     "or --manifest FILE to use the manifest's journal", data={"journal": name})
+                     "or --manifest FILE to use the manifest's journal", data={"journal": shown})
 
 
 def require_exists(name: str, path: str | None) -> None:

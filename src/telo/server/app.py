@@ -35,8 +35,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from telo.clock import token_urlsafe
 from telo.errors import Code, TeloError
 from telo.journal.model import STATUSES
+from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions
 from telo.server import views
@@ -97,7 +99,9 @@ class Dashboard:
 
     def __init__(self, store: Store, journal_label: str) -> None:
         self.store = store
-        self.label = journal_label
+        # Shown in every page's header: a journal URL's password must not be (serve.py redacts too; a caller of
+        # create_app may not have).
+        self.label = redact(journal_label)
         self.templates = _templates()
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -196,7 +200,8 @@ class Dashboard:
     async def on_telo_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, TeloError)
         status = _STATUS_OF.get(exc.code, 500)
-        error = {"code": exc.code, "message": exc.message, **({"hint": exc.hint} if exc.hint else {})}
+        # A store's error may quote the journal's URL (a driver's message does): its password never leaves.
+        error = {"code": exc.code, "message": redact(exc.message), **({"hint": redact(exc.hint)} if exc.hint else {})}
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": error}, status_code=status)
         return self.page(request, "error.html", {"status": status, "error": error}, status=status)
@@ -226,7 +231,7 @@ async def _action(request: Request, act: Action, run: str | None = None) -> Resp
     except TeloError as exc:
         if not is_form:
             raise
-        return _redirect_notice(back, f"{exc.code}: {exc.message}", "error")
+        return _redirect_notice(back, f"{exc.code}: {redact(exc.message)}", "error")
     if not is_form:
         return JSONResponse(result.data, status_code=200 if result.done else 409)
     target = _local_path(body.get("next")) or (run_url(result.run) if result.run else back)
@@ -284,8 +289,12 @@ def _query_without(request: Request, *names: str) -> str:
 def create_app(store: Store, *, token: str | None = None, journal_label: str = "",
                close_store: bool = False) -> Starlette:
     """The dashboard over ``store``. With ``token``, every request must carry it (see
-    :mod:`telo.server.security`); ``close_store`` closes the store when the server shuts down."""
+    :mod:`telo.server.security`); ``close_store`` closes the store when the server shuts down. The label is
+    shown with any password redacted."""
     dash = Dashboard(store, journal_label or store.kind)
+    # The CSRF tokens' secret: new for every app, so a token is good only on the server that rendered it (a
+    # restart invalidates open forms; reloading the page issues a new token for the same session cookie).
+    csrf_secret = token_urlsafe(32).encode()
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -307,7 +316,8 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/runs/{run}/resume", dash.api_resume, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("telo.server", "static")]), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(Guard, token=token)], lifespan=lifespan,
+    guard = Middleware(Guard, token=token, csrf_secret=csrf_secret)
+    app = Starlette(routes=routes, middleware=[guard], lifespan=lifespan,
                     exception_handlers={TeloError: dash.on_telo_error, HTTPException: dash.on_http_error})
     app.state.dashboard = dash
     return app

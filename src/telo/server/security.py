@@ -6,9 +6,14 @@
   without the token, so it does not stay in the address bar or the history.
 - **Host header.** Without a token, only loopback host names are answered: a page on another site that
   rebinds its DNS name to 127.0.0.1 reaches the port, but its requests carry its own host name (DNS rebinding).
-- **CSRF.** A POST is accepted when it carries the bearer header (a browser never adds it by itself), an
-  ``Origin`` equal to the dashboard's own, ``Sec-Fetch-Site: same-origin``, or the per-session CSRF token (a
-  cookie, repeated in the form's ``csrf`` field or an ``X-CSRF-Token`` header) — :func:`csrf_ok`.
+- **CSRF.** A POST whose ``Origin`` is present and not the dashboard's own (``null`` included) is refused. Else
+  it is accepted when it carries the bearer header (a browser never adds it by itself), an ``Origin`` equal to
+  the dashboard's own, ``Sec-Fetch-Site: same-origin``, or the CSRF token in the form's ``csrf`` field or an
+  ``X-CSRF-Token`` header — :func:`csrf_ok`. The token is ``HMAC(server secret, session id)``
+  (:func:`csrf_token`): the session id is a random value in an HttpOnly, SameSite=Strict cookie, the secret is
+  drawn afresh by every server (:func:`telo.server.app.create_app`). A plain double-submit cookie would accept
+  any cookie an attacker manages to plant (a sibling host, plain HTTP) together with the same value in the form;
+  bound to the secret, a token can only come from a page this server rendered for that session.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import re
 from http.cookies import SimpleCookie
 from typing import Final
 from urllib.parse import parse_qsl, urlencode
@@ -29,7 +35,7 @@ from telo.clock import token_urlsafe
 from telo.errors import Code, TeloError
 
 SESSION_COOKIE: Final = "telo_ui_session"
-CSRF_COOKIE: Final = "telo_ui_csrf"
+CSRF_COOKIE: Final = "telo_ui_csrf"  # the CSRF session id; the token is derived from it, never stored in it
 CSRF_FIELD: Final = "csrf"
 CSRF_HEADER: Final = "x-csrf-token"
 
@@ -41,7 +47,8 @@ SECURITY_HEADERS: Final = (
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     # same-origin, not no-referrer: under no-referrer a browser sends "Origin: null" even with a same-origin
-    # form, which the CSRF rule could not tell from a foreign one; a URL still never leaves as a Referer.
+    # form, which the CSRF rule refuses (it cannot be told from a foreign one); a URL still never leaves as a
+    # Referer.
     (b"referrer-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
 )
@@ -64,8 +71,18 @@ def check_bind(host: str, token: str | None) -> None:
         raise TeloError(
             Code.UI_TOKEN_REQUIRED,
             f"binding {host!r} would expose the dashboard beyond this machine without a token",
-            hint="pass --token (or set TELO_UI_TOKEN), or bind 127.0.0.1",
+            hint="pass --token-file PATH or set TELO_UI_TOKEN (or --token), or bind 127.0.0.1",
         )
+
+
+# What a session id issued by :class:`Guard` looks like (token_urlsafe(24)); any other cookie value is replaced.
+_SESSION_ID: Final = re.compile(r"[A-Za-z0-9_-]{32,64}")
+
+
+def csrf_token(secret: bytes, session_id: str) -> str:
+    """The CSRF token of a session: only a holder of this server's secret can compute it, so a cookie an attacker
+    chose is worthless without the page the server rendered for it."""
+    return hmac.new(secret, b"telo-ui-csrf:" + session_id.encode(), hashlib.sha256).hexdigest()
 
 
 def session_value(token: str) -> str:
@@ -86,10 +103,11 @@ class Guard:
     named ``a/journal`` would be indistinguishable from the journal of run ``a``. Endpoints decode their path
     parameters themselves (:func:`telo.server.app.run_param`)."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, *, token: str | None, csrf_secret: bytes) -> None:
         self.app = app
         self.token = token or None
         self.session = session_value(token) if token else None
+        self.csrf_secret = csrf_secret
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -118,11 +136,12 @@ class Guard:
                     await _redirect_without_token(scope, send, cookies_out)
                     return
             scope.setdefault("state", {})["auth"] = via
-        csrf = request.cookies.get(CSRF_COOKIE)
-        if not csrf:
-            csrf = token_urlsafe(24)
-            cookies_out.append(_cookie(CSRF_COOKIE, csrf, http_only=True))
-        scope.setdefault("state", {})["csrf"] = csrf
+        session_id = request.cookies.get(CSRF_COOKIE)
+        if not session_id or not _SESSION_ID.fullmatch(session_id):
+            session_id = token_urlsafe(24)
+            cookies_out.append(_cookie(CSRF_COOKIE, session_id, http_only=True))
+        # Recomputed on every request, never looked up: the server keeps no session table.
+        scope.setdefault("state", {})["csrf"] = csrf_token(self.csrf_secret, session_id)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -192,14 +211,17 @@ def own_origin(request: Request) -> str:
 
 def csrf_ok(request: Request, supplied: str | None) -> bool:
     """Whether a POST comes from the dashboard's own pages or from a client holding the bearer token."""
-    if request.scope.get("state", {}).get("auth") == "bearer":
-        return True
     origin = request.headers.get("origin")
-    if origin is not None and origin != "null":  # browsers send it with every POST: a foreign one is refused
-        return origin == own_origin(request)
-    if origin is None and request.headers.get("sec-fetch-site") == "same-origin":
+    # Browsers send Origin with every POST and a page cannot forge it: a foreign one is refused outright, even
+    # with a valid token or the bearer header. So is "null" (a sandboxed frame, a data: URL, a privacy mask):
+    # it cannot be told from a foreign one, and the dashboard's own pages never send it (Referrer-Policy).
+    if origin is not None and origin != own_origin(request):
+        return False
+    if origin is not None or request.scope.get("state", {}).get("auth") == "bearer":
         return True
-    # No Origin, or a privacy-masked "null" one: only the session's CSRF token vouches for the request.
+    if request.headers.get("sec-fetch-site") == "same-origin":  # set by the browser alone, like Origin
+        return True
+    # No Origin (curl, a script): only the session's CSRF token, recomputed from its cookie, vouches for it.
     expected = request.scope.get("state", {}).get("csrf")
     given = supplied or request.headers.get(CSRF_HEADER)
     return bool(expected and given and hmac.compare_digest(str(given).encode(), str(expected).encode()))

@@ -6,6 +6,7 @@ import socket
 import sys
 from typing import TextIO
 
+from telo.journal.redact import redact
 from telo.operations.journals import open_journal
 from telo.server.security import check_bind
 
@@ -43,10 +44,11 @@ def serve(journal: str, *, host: str = "127.0.0.1", port: int = 8765, token: str
     except BaseException:
         store.close()
         raise
-    app = create_app(store, token=token, journal_label=journal, close_store=True)
+    label = redact(journal)  # a postgresql:// URL may hold a password: the line may end up in a log
+    app = create_app(store, token=token, journal_label=label, close_store=True)
     # The socket is bound before uvicorn starts, so the line below names the real port (with --port 0 too)
     # and a script may read it to find the dashboard. It never includes the token.
-    print(f"telo ui: serving {journal} at {url_of(sock)}" + (" (token required)" if token else ""),
+    print(f"telo ui: serving {label} at {url_of(sock)}" + (" (token required)" if token else ""),
           file=out, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
