@@ -54,10 +54,14 @@ def telo_journal(tmp_path: Path) -> str:
 
 @pytest.fixture
 def telo_clock() -> FakeClock:
-    """A fake clock starting at 2026-01-01T00:00:00Z; :func:`advance` moves it."""
-    from telo.clock import FakeClock
+    """A fake clock starting at the real now (to the millisecond); :func:`advance` moves it.
 
-    return FakeClock()
+    Not a fixed date: a run the test continues under it may have been admitted under the real clock (by a
+    `telo run` the test drove, say), and a fake clock behind that would settle it before it was created
+    (``updated_at < created_at``)."""
+    from telo.clock import SYSTEM_CLOCK, FakeClock
+
+    return FakeClock(start_ms=SYSTEM_CLOCK.now_ms())
 
 
 @pytest.fixture

@@ -191,3 +191,21 @@ steps:
   - { name: approve, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
   - { name: coolOff, invoke: !ref coolOff }
 """
+
+
+def test_the_fake_clock_starts_at_the_real_now(telo_clock: FakeClock, telo_journal: str) -> None:
+    """It started at 2026-01-01: a run admitted under the real clock and continued under it settled before it
+    was created (updated_at < created_at)."""
+    from telo.clock import SYSTEM_CLOCK
+
+    before = SYSTEM_CLOCK.now_ms()
+    with telo.load(MANIFEST, journal=telo_journal) as real:  # admitted under the real clock
+        assert real.run("order", {"id": "r"}).status == "parked"
+    assert abs(telo_clock.now_ms() - before) < 60_000
+    with telo.load(MANIFEST, journal=telo_journal, clock=telo_clock) as app:
+        deliver(app, "approve:r", {})
+        assert settle(app, "order:r").ok
+        record = app.status("order:r")
+    assert record.status == "completed", record
+    assert record.updated_at is not None and record.created_at is not None
+    assert record.updated_at >= record.created_at
