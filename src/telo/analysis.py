@@ -54,6 +54,7 @@ from telo.manifest import (
 )
 from telo.manifest.diagnostics import sort_key
 from telo.specs import conforms
+from telo.specs.durations import duration_ms
 from telo.specs.steps import branch_bodies
 from telo.step_refs import step_reference_checks
 
@@ -65,7 +66,6 @@ REPLAYED, IDEMPOTENT, NO_SUSPEND = "replayed", "idempotent", "noSuspend"
 DURABLE_RUN = "Durable.Run"
 SUSPENDING_BACKOFF_MS = 30_000  # a retry backoff this long parks the run (reference §3 "Suspending retry")
 _RETRY_DEFAULTS = {"attempts": 0, "initialDelay": 250.0, "factor": 2.0, "maxDelay": 32_000.0}
-_DELAY_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 
 
 @cache
@@ -381,15 +381,17 @@ def _expressions(value: Any, *, skip_then: bool = False) -> Iterator[Cel]:
 
 def _last_backoff_ms(retry: Mapping[str, Any]) -> float | None:
     """``min(maxDelay, initialDelay × factor^(attempts−1))``: the longest wait the policy can make; ``None``
-    without a re-attempt, or when a field is not a number (the schema reports that)."""
+    without a re-attempt, or when a field is not a number or duration (the schema reports that). Delays are
+    read as the engine reads them (:func:`duration_ms`: ``1s`` is 1000)."""
     values: dict[str, float] = {}
     for name, default in _RETRY_DEFAULTS.items():
         raw = retry.get(name, default)
         if name == "initialDelay" and "initialDelay" not in retry and isinstance(retry.get("delay"), str):
-            raw = _delay_ms(retry["delay"])
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            raw = retry["delay"]  # the deprecated duration spelling (reference §3)
+        try:
+            values[name] = duration_ms(raw) if name in ("initialDelay", "maxDelay") else _number(raw)
+        except ValueError:
             return None
-        values[name] = float(raw)
     attempts = int(values["attempts"])
     if attempts < 1:
         return None
@@ -400,13 +402,10 @@ def _last_backoff_ms(retry: Mapping[str, Any]) -> float | None:
     return min(values["maxDelay"], grown)
 
 
-def _delay_ms(text: str) -> float | None:
-    """The deprecated ``delay: 250ms|s|m|h`` (reference §3)."""
-    for unit in ("ms", "s", "m", "h"):
-        number = text[: -len(unit)]
-        if text.endswith(unit) and number.isdigit():
-            return float(number) * _DELAY_UNITS_MS[unit]
-    return None
+def _number(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise ValueError(f"not a number: {raw!r}")
+    return float(raw)
 
 
 __all__ = ["DURABLE_DETACH_FORBIDDEN", "DURABLE_NONDETERMINISM", "ZONE_ATTRIBUTE_VIOLATED", "cel_checker", "check",

@@ -255,6 +255,8 @@ def test_a_sleep_reached_inside_a_transaction_names_both_reasons_and_the_path(tm
     ("{ attempts: 7 }", False),  # 16000
     ("{ attempts: 3, initialDelay: 10000, factor: 3, maxDelay: 60000 }", True),  # min(60000, 90000)
     ("{ attempts: 5, delay: 30s, factor: 1 }", True),  # the deprecated delay
+    ("{ attempts: 3, initialDelay: 10s, factor: 3, maxDelay: 1m }", True),  # durations: as 10000 and 60000
+    ("{ attempts: 3, initialDelay: 10s, factor: 2, maxDelay: 25s }", False),  # min(25000, 40000)
     ("{ attempts: 0, initialDelay: 100000 }", False),  # no re-attempt, no wait
 ])
 def test_a_retry_whose_last_backoff_parks_is_refused_in_a_no_suspend_region(

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from telo import paths
 from telo.errors import Code, EngineError
+from telo.specs.durations import duration_ms
 
 
 class Evaluable(Protocol):
@@ -218,18 +219,14 @@ def compile_steps(raw: Any, compiler: StepCompiler, *, where: str, field_name: s
 
 
 def _ms(value: Any, where: str) -> float | None:
+    """A step's ``timeout`` or a retry delay in ms: a number of ms or a duration string (``1s``), one reader
+    with the static checks (:func:`telo.specs.durations.duration_ms`)."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        from telo.values.plain import parse_cel_duration
-
-        if isinstance(value, str):
-            try:
-                return parse_cel_duration(value).total_nanos() / 1e6
-            except ValueError as exc:
-                raise EngineError(Code.INVALID_VALUE, f"{where}: {exc}") from exc
-        raise EngineError(Code.INVALID_VALUE, f"{where}: expected milliseconds or a duration, got {value!r}")
-    return float(value)
+    try:
+        return duration_ms(value)
+    except ValueError as exc:
+        raise EngineError(Code.INVALID_VALUE, f"{where}: {exc}") from exc
 
 
 def _retry(raw: Any, where: str) -> RetryPolicy | None:

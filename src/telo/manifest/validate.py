@@ -28,6 +28,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
+from telo.specs.common import DURATION_PATTERN
 from telo.specs.steps import STEP_KINDS, STEP_SCHEMAS, step_kinds_present
 
 from .diagnostics import (
@@ -237,6 +238,11 @@ def _message(error: ValidationError) -> str:
         return f"{_short(instance)} is not one of {', '.join(_short(v) for v in value)}"
     if kind == "const":
         return f"expected {_short(value)}, got {_short(instance)}"
+    if kind == "pattern" and value == DURATION_PATTERN:
+        # A duration field: say what is meant rather than print the regular expression.
+        numeric = isinstance(error.schema, Mapping) and "number" in (error.schema.get("type") or ())
+        return (f"{_short(instance)} is not a duration: write a number and one unit, like 250ms, 1.5s, 2m, 1h or "
+                f"1d{' (or a number of milliseconds)' if numeric else ''}")
     if kind == "pattern":
         return f"{_short(instance)} does not match {value}"
     return error.message

@@ -32,12 +32,34 @@ def compile_time(**schema: Any) -> Schema:
 
 
 def duration(**extra: Any) -> Schema:
+    """A duration string (``250ms``, ``1.5s``, ``2m``, ``1h``, ``1d``)."""
     return {"type": "string", "pattern": DURATION_PATTERN, **extra}
 
 
-def type_slot() -> Schema:
+def ms_or_duration(**extra: Any) -> Schema:
+    """A number of milliseconds or a duration string: ``timeout: 1000`` and ``timeout: 1s`` are one value.
+
+    Upstream writes these fields as numbers of ms; a duration string is accepted too, as everywhere else a
+    duration is written (issue 15). ``pattern`` constrains strings only and ``minimum`` numbers only, so one
+    schema says both; :func:`telo.specs.durations.duration_ms` reads the value.
+    """
+    return {"type": ["number", "string"], "pattern": DURATION_PATTERN, "x-telo-unit": "ms", **extra}
+
+
+def type_slot(**extra: Any) -> Schema:
     """``inputType``/``outputType``: a ``Telo.Type`` (``Telo.JsonSchema`` extends it), by ``!ref`` or inline."""
-    return ref("Telo.Type")
+    return ref("Telo.Type", **extra)
+
+
+def input_type() -> Schema:
+    return type_slot(description="The call's input contract: a `Telo.Type` (`!ref` or an inline "
+                                 "`{kind: Telo.JsonSchema, schema: …}`); inputs that fail it are refused with "
+                                 "ERR_INPUT_INVALID before the call.")
+
+
+def output_type() -> Schema:
+    return type_slot(description="The call's output contract: a `Telo.Type`; a result that fails it is "
+                                 "ERR_OUTPUT_INVALID.")
 
 
 def config(properties: dict[str, Schema], required: tuple[str, ...] = (), /, **extra: Any) -> Schema:
@@ -56,6 +78,8 @@ def exactly_one(*names: str) -> list[Schema]:
 
 CATCHES: Schema = {
     "type": "array",
+    "description": "Whole-operation fallbacks `[{when?, value}]`: when the operation fails, the first entry whose "
+                   "`when` holds (seeing `error` and `inputs`) supplies the result instead.",
     "items": {
         "type": "object",
         "properties": {"when": runtime(type="boolean"), "value": runtime()},

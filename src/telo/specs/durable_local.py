@@ -13,24 +13,41 @@ REPLAYED_REASON = (
     "recorded results instead of running again"
 )
 JOURNAL_REF = "DurableLocal.Journal"
-_RUN_ID = runtime(type="string", minLength=1)
+_RUN_ID = runtime(type="string", minLength=1,
+                  description="The run to address (evaluated per call); absent: the call's `inputs.run`.")
+_JOURNAL = ref(JOURNAL_REF, description="The journal the runs live in: a `Journal` of a durable-journal-* module.")
+_WORKFLOW = ref("DurableLocal.Workflow", description="The workflow (its journal is the one used).")
 _RUN_STATUSES = ["scheduled", "running", "parked", "completed", "failed", "cancelled", "unknown"]
 
 JOURNAL = KindSpec(M, "Journal", {"type": "object", "x-telo-abstract": True}, "abstract",
-                   capabilities=frozenset({"provider"}))
+                   capabilities=frozenset({"provider"}),
+                   description="The journal contract: what a `journal:` slot takes. Implemented by the `Journal` "
+                               "of `durable-journal-sqlite`, `durable-journal-file` and `durable-journal-postgres`.")
 
 WORKFLOW = KindSpec(
     M, "Workflow",
     config(
         {
-            "journal": ref(JOURNAL_REF),
-            "steps": steps(**{"x-telo-provides-zone": {"replayed": REPLAYED_REASON}}),
-            "runId": _RUN_ID,  # default `<workflowName>:<uuid>`
-            "onConflict": {"enum": ["attach", "reject"], "default": "attach"},
-            "inputs": runtime(type="object"),  # the body's `inputs`, decided at the root key `inputs`
+            "journal": _JOURNAL,
+            "steps": steps(**{"x-telo-provides-zone": {"replayed": REPLAYED_REASON}},
+                           description="The durable body: each step's outcome is journaled, and a resumed run "
+                                       "replays finished steps instead of running them again."),
+            "runId": runtime(type="string", minLength=1,  # default `<workflowName>:<uuid>`
+                             description="The run's id, evaluated against the call's `inputs`: starting an id "
+                                         "that exists attaches to (or continues) that run. Default "
+                                         "`<name>:<uuidv7>`; started by a step, `<name>:<parent run>/<step path>`."),
+            "onConflict": {"enum": ["attach", "reject"], "default": "attach",
+                           "description": "When `runId` exists already: `attach` to it, or `reject` the start "
+                                          "(ERR_DURABLE_RUN_EXISTS)."},
+            "inputs": runtime(type="object",  # the body's `inputs`, decided at the root key `inputs`
+                              description="The body's `inputs`, evaluated from the call's and recorded once; "
+                                          "absent: the call's inputs."),
             # deferred: a redriven step's entries commit behind the body (docs/guarantees.md); eager: each
             # append is durable before the body goes on
-            "durability": {"enum": ["deferred", "eager"], "default": "deferred"},
+            "durability": {"enum": ["deferred", "eager"], "default": "deferred",
+                           "description": "`deferred`: entries of re-runnable steps commit behind the body (a crash "
+                                          "may re-run a few finished idempotent steps, with their keys); `eager`: "
+                                          "every entry is durable before the next effect (docs/guarantees.md)."},
         },
         ("journal", "steps"),
     ),
@@ -44,80 +61,166 @@ WORKFLOW = KindSpec(
         "required": ["runId", "status"],
         "additionalProperties": False,
     },
+    description="A durable workflow: its steps run on a journal, survive crashes and restarts, and never repeat a "
+                "finished effect blindly. Invoking it starts (or attaches to) a run and returns "
+                "`{runId, started, status}`.",
+    example="""\
+kind: DurableLocal.Workflow
+metadata: { name: order }
+journal: !ref runs
+runId: !cel "'order:' + inputs.order"
+steps:
+  - name: charge
+    invoke: !ref chargeCard
+    inputs: { order: !cel "inputs.order" }
+    retry: { attempts: 3, initialDelay: 200ms }
+    timeout: 5s
+""",
 )
 
 RESUMER = KindSpec(
     M, "Resumer",
     # concurrency: runs this resumer executes at once; it claims no more due runs than that (issue 14)
-    config({"workflow": ref("DurableLocal.Workflow"), "interval": compile_time(**duration(default="5s")),
-            "concurrency": compile_time(type="integer", minimum=1, default=50)},
+    config({"workflow": ref("DurableLocal.Workflow", description="The workflow whose due runs it continues."),
+            "interval": compile_time(**duration(default="5s"),
+                                     description="How often it looks for due runs (a duration string)."),
+            "concurrency": compile_time(type="integer", minimum=1, default=50,
+                                        description="Runs it executes at once; it claims no more than that.")},
            ("workflow",)),
     "service",
+    description="A service that continues the workflow's due runs (parked sleeps, retries, deliveries, runs left "
+                "by a dead worker) inside an application, as `telo worker` does from the command line.",
+    example="""\
+kind: DurableLocal.Resumer
+metadata: { name: resumer }
+workflow: !ref order
+interval: 5s
+""",
 )
 
 DELIVER = KindSpec(
     M, "Deliver",
     config(
         {
-            "journal": ref(JOURNAL_REF),
-            "token": runtime(type="string"),
-            "await": ref("Durable.Await"),  # its outputType validates the payload before any lookup
-            "payload": runtime(),  # default null
+            "journal": _JOURNAL,
+            "token": runtime(type="string", description="The token the `Durable.Await` waits on."),
+            "await": ref("Durable.Await",  # its outputType validates the payload before any lookup
+                         description="The await answered: its `outputType` checks the payload before the "
+                                     "delivery (ERR_DURABLE_PAYLOAD_INVALID)."),
+            "payload": runtime(description="The value the await returns (default null)."),
         },
         ("journal", "token"),
     ),
     "invocable",
+    description="Answers a `Durable.Await` by its token, as `telo deliver` does; returns `{delivered, run?}` "
+                "(`delivered: false` when nothing waits on the token).",
+    example="""\
+kind: DurableLocal.Deliver
+metadata: { name: approve }
+journal: !ref runs
+token: !cel "'approve:' + inputs.order"
+payload: { approvedBy: !cel "inputs.user" }
+""",
 )
 
 STATUS = KindSpec(
     M, "Status",
-    config({"journal": ref(JOURNAL_REF), "run": _RUN_ID}, ("journal",)),  # run: else inputs.run
+    config({"journal": _JOURNAL, "run": _RUN_ID}, ("journal",)),  # run: else inputs.run
     "invocable",
     output_schema={"type": "object", "properties": {"status": {"enum": _RUN_STATUSES}}, "required": ["status"]},
+    description="Reads a run's status: `{run, status, dueAt?, parked?}`; `status` is one of "
+                + ", ".join(f"`{s}`" for s in _RUN_STATUSES) + ".",
+    example="""\
+kind: DurableLocal.Status
+metadata: { name: orderStatus }
+journal: !ref runs
+run: !cel "'order:' + inputs.order"
+""",
 )
 
 RESULT = KindSpec(
     M, "Result",
     config(
         {
-            "journal": ref(JOURNAL_REF),
+            "journal": _JOURNAL,
             "run": _RUN_ID,
-            "wait": compile_time(**duration()),  # absent: read once
-            "poll": compile_time(**duration(default="100ms")),
+            "wait": compile_time(**duration(),  # absent: read once
+                                 description="How long to wait for the run to settle (a duration string); "
+                                             "absent: read once, without waiting."),
+            "poll": compile_time(**duration(default="100ms"),
+                                 description="How often to look again while waiting (a duration string)."),
         },
         ("journal",),
     ),
     "invocable",
+    description="Reads a run's outcome: `{run, status, result?, error?, …}` once settled, else `{run, status}` "
+                "(after `wait`, if given).",
+    example="""\
+kind: DurableLocal.Result
+metadata: { name: orderResult }
+journal: !ref runs
+wait: 30s
+""",
 )
 
 CANCEL = KindSpec(
     M, "Cancel",
-    config({"journal": ref(JOURNAL_REF), "run": _RUN_ID,
-            "reason": runtime(type="string", default="cancelled")}, ("journal",)),
+    config({"journal": _JOURNAL, "run": _RUN_ID,
+            "reason": runtime(type="string", default="cancelled", description="Recorded with the cancellation.")},
+           ("journal",)),
     "invocable",
+    description="Cancels a run that has not settled; returns `{cancelled, status}` (it does not fail when the "
+                "run is unknown or already settled).",
+    example="""\
+kind: DurableLocal.Cancel
+metadata: { name: cancelOrder }
+journal: !ref runs
+reason: customer withdrew the order
+""",
 )
 
 SCHEDULE = KindSpec(
     M, "Schedule",
     config(
         {
-            "workflow": ref("DurableLocal.Workflow"),
-            "runId": _RUN_ID,  # default `<scheduleName>:<uuid>`
-            "after": runtime(**duration()),
-            "at": runtime(type=["integer", "number", "string"]),  # epoch ms or a parseable timestamp
-            "inputs": runtime(type="object"),
+            "workflow": _WORKFLOW,
+            "runId": runtime(type="string", minLength=1,  # default `<scheduleName>:<uuid>`
+                             description="The scheduled run's id (default `<name>:<uuidv7>`); an id that exists "
+                                         "is not admitted twice."),
+            "after": runtime(**duration(), description="Due this long from now (a duration string)."),
+            "at": runtime(type=["integer", "number", "string"],  # epoch ms or a parseable timestamp
+                          description="Due at this time: epoch milliseconds or an RFC 3339 timestamp."),
+            "inputs": runtime(type="object", description="The run's inputs (default `{}`)."),
         },
         ("workflow",),
         oneOf=exactly_one("after", "at"),
     ),
     "invocable",
+    description="Admits a run of the workflow that a worker (or a `DurableLocal.Resumer`) starts when due: exactly "
+                "one of `after` or `at`. Returns `{runId, scheduled, dueAt?, status?}`.",
+    example="""\
+kind: DurableLocal.Schedule
+metadata: { name: remind }
+workflow: !ref reminder
+after: 1d
+inputs: { user: !cel "inputs.user" }
+""",
 )
 
 RESUME = KindSpec(
     M, "Resume",
-    config({"workflow": ref("DurableLocal.Workflow"), "run": _RUN_ID,
-            "reason": runtime(type="string", default="resumed by operator")}, ("workflow",)),
+    config({"workflow": _WORKFLOW, "run": _RUN_ID,
+            "reason": runtime(type="string", default="resumed by operator",
+                              description="Recorded with the override.")}, ("workflow",)),
     "invocable",
+    description="Operator override: continues a parked (or held) run now, as `telo resume` does; the override "
+                "is recorded in the journal.",
+    example="""\
+kind: DurableLocal.Resume
+metadata: { name: resumeOrder }
+workflow: !ref order
+run: !cel "'order:' + inputs.order"
+""",
 )
 
 DURABLE_LOCAL: ModuleSpec = module(

@@ -55,7 +55,9 @@ class KindSpec:
     is the primary one. ``extends`` is the canonical kind this one specialises (``DurableLocal.Workflow``
     extends ``Durable.Run``). ``input_schema``/``output_schema`` are the fixed call contract of kinds
     that have one (``Console.WriteLine`` takes ``{output}``). ``definition`` is the raw ``Telo.Definition``
-    document of a library kind. ``fields`` is derived from ``schema``.
+    document of a library kind. ``fields`` is derived from ``schema``. ``description`` and ``example`` (a YAML
+    resource document) are what the generated reference prints (docs/kinds/, :mod:`telo.specs.reference`); each
+    field's own text is the ``description`` of its schema.
     """
 
     module: str
@@ -68,6 +70,8 @@ class KindSpec:
     output_schema: Mapping[str, Any] | None = None
     definition: Mapping[str, Any] | None = None
     fields: Mapping[str, FieldSpec] = field(default_factory=dict)
+    description: str = ""
+    example: str = ""
 
     def __post_init__(self) -> None:
         if self.capability not in CAPABILITIES:

@@ -14,30 +14,67 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .common import DURATION_PATTERN, Schema, ref, runtime, steps
+from .common import DURATION_PATTERN, Schema, ms_or_duration, ref, runtime, steps
 
 # Checked in this order: the first key present decides the step's kind (reference §3).
 STEP_KINDS: tuple[str, ...] = ("invoke", "if", "while", "switch", "try", "throw", "value")
 
 PREDICATE: Schema = runtime(type="boolean")  # a literal must be a real boolean (spec: no truthiness)
 
+
+def _predicate(description: str) -> Schema:
+    return {**PREDICATE, "description": description}
+
+
 RETRY: Schema = {
     "type": "object",
+    "description": "Re-attempt the call when it fails with a retryable error. Backoff before re-attempt k "
+                   "(0-based) = min(maxDelay, initialDelay × factor^k); a backoff of 30 s or more parks a durable "
+                   "run until it is due instead of holding the process.",
     "properties": {
-        "attempts": {"type": "integer", "minimum": 0, "default": 0},
-        "initialDelay": {"type": "number", "minimum": 0, "default": 250},
-        "factor": {"type": "number", "exclusiveMinimum": 0, "default": 2},
-        "maxDelay": {"type": "number", "minimum": 0, "default": 32000},
-        "jitter": {"enum": ["full", "none"], "default": "full"},
-        "nonRetryable": {"type": "array", "items": {"type": "string"}, "default": []},
+        "attempts": {"type": "integer", "minimum": 0, "default": 0,
+                     "description": "RE-attempts after the first call, not the total: `attempts: 2` makes up to "
+                                    "three calls (unlike DBOS `max_attempts` or Temporal `maximumAttempts`, "
+                                    "which count the first call). 0: no retry."},
+        "initialDelay": ms_or_duration(minimum=0, default=250, examples=[200, "200ms", "1s"],
+                                       description="Backoff before the first re-attempt: a number of "
+                                                   "milliseconds or a duration string."),
+        "factor": {"type": "number", "exclusiveMinimum": 0, "default": 2,
+                   "description": "Each further backoff is the previous one times `factor`."},
+        "maxDelay": ms_or_duration(minimum=0, default=32000, examples=[32000, "32s", "5m"],
+                                   description="Cap on any one backoff: a number of milliseconds or a duration "
+                                               "string."),
+        "jitter": {"enum": ["full", "none"], "default": "full",
+                   "description": "`full`: each wait is a random time between 0 and the computed backoff (so "
+                                  "by default waits are shorter than the formula); `none`: exactly the backoff."},
+        "nonRetryable": {"type": "array", "items": {"type": "string"}, "default": [],
+                         "description": "Error codes that fail at once, never retried (contract, resolution "
+                                        "and cancellation errors are never retried anyway)."},
         # Deprecated: read only when initialDelay is absent; units ms|s|m|h (reference §3).
-        "delay": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$", "deprecated": True},
+        "delay": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$", "deprecated": True,
+                  "description": "Deprecated spelling of `initialDelay` as a duration string; read only "
+                                 "when `initialDelay` is absent."},
     },
     "additionalProperties": False,
 }
 
-_ERROR_SCOPE: Schema = {"x-telo-steps": True, "x-telo-scope": ["error"]}  # catch/finally see `error`
-_COMMON: Schema = {"name": {"type": "string"}, "when": PREDICATE}
+_NAME: Schema = {"type": "string",
+                 "description": "Required. The step's name (`^[A-Za-z_][A-Za-z0-9_]*$`): its result is "
+                                "`steps.<name>.result`, and its journal path ends in it."}
+_WHEN: Schema = _predicate("Run the step only when this is true; otherwise it is skipped (no result).")
+_COMMON: Schema = {"name": _NAME, "when": _WHEN}
+_TIMEOUT: Schema = ms_or_duration(exclusiveMinimum=0, examples=[5000, "5s", "100ms"],
+                                  description="Bound on each attempt (not on all of them together): a number of "
+                                              "milliseconds or a duration string. An attempt that runs over "
+                                              "fails with ERR_STEP_TIMEOUT (data `{step, timeout}`, timeout in "
+                                              "ms), which `retry` re-attempts.")
+_INVOKE: Schema = {
+    "invoke": ref("*", description="The resource to call: `!ref name` or an inline `{kind: …}` resource."),
+    "inputs": runtime(description="The call's inputs; CEL leaves are evaluated against the body's scope "
+                                  "(`inputs`, `steps`, …)."),
+    "retry": RETRY,
+    "timeout": _TIMEOUT,
+}
 
 
 def _step(kind: str, properties: Schema, required: tuple[str, ...]) -> Schema:
@@ -54,22 +91,24 @@ STEP_SCHEMAS: Mapping[str, Schema] = {
     "invoke": _step(
         "invoke",
         {
-            "invoke": ref("*"),
-            "inputs": runtime(),
-            "retry": RETRY,
-            "timeout": {"type": "number", "exclusiveMinimum": 0},  # ms, bounds each attempt
+            **_INVOKE,
             # telo: what recovery does with this step's effect if its outcome is unknown (event-log §2)
-            "onUnconfirmed": {"enum": ["redrive", "park", "fail"]},
+            "onUnconfirmed": {"enum": ["redrive", "park", "fail"],
+                              "description": "telo: what recovery does when the call's intent is journaled but "
+                                             "its receipt is not (a crash mid-call): `redrive` it, `park` the "
+                                             "run for an operator (`telo resolve`), or `fail` it. Overrides "
+                                             "the target's own `onUnconfirmed` (Python.Function)."},
         },
         ("invoke",),
     ),
     "if": _step(
         "if",
         {
-            "if": PREDICATE,
-            "then": steps(),
+            "if": _predicate("The condition; must produce a boolean (else ERR_PREDICATE_NOT_BOOLEAN)."),
+            "then": steps(description="Steps run when `if` is true."),
             "elseif": {
                 "type": "array",
+                "description": "Further `{if, then}` branches, tried in order when `if` is false.",
                 "items": {
                     "type": "object",
                     "properties": {"if": PREDICATE, "then": steps()},
@@ -77,24 +116,34 @@ STEP_SCHEMAS: Mapping[str, Schema] = {
                     "additionalProperties": False,
                 },
             },
-            "else": steps(),
+            "else": steps(description="Steps run when no condition held."),
         },
         ("if", "then"),
     ),
     "while": _step(
         "while",
         # maxIterations: accepted and ignored, as upstream's open schema does (its test suites write it)
-        {"while": PREDICATE, "do": steps(), "maxIterations": {"type": "integer", "minimum": 0}},
+        {"while": _predicate("Tested before each turn (pre-test); no cap: use Run.Loop for a bounded loop."),
+         "do": steps(description="The loop body."),
+         "maxIterations": {"type": "integer", "minimum": 0,
+                           "description": "Accepted and ignored, as upstream does (caps belong to Run.Loop)."}},
         ("while", "do"),
     ),
     "switch": _step(
         "switch",
-        {"switch": runtime(), "cases": {"type": "object", "additionalProperties": steps()}, "default": steps()},
+        {"switch": runtime(description="The value whose string form selects a case."),
+         "cases": {"type": "object", "additionalProperties": steps(),
+                   "description": "Step lists by case key."},
+         "default": steps(description="Steps run when no case matches (absent: ERR_NO_MATCH).")},
         ("switch", "cases"),
     ),
     "try": _step(
         "try",
-        {"try": steps(), "catch": _ERROR_SCOPE, "finally": _ERROR_SCOPE},
+        {"try": steps(description="The guarded steps."),
+         "catch": {"x-telo-steps": True, "x-telo-scope": ["error"],
+                   "description": "Steps run when `try` fails; they see `error {code, message, data, step}`."},
+         "finally": {"x-telo-steps": True, "x-telo-scope": ["error"],
+                     "description": "Steps run after `try` (and `catch`) whatever happened."}},
         ("try",),
     ),
     "throw": _step(
@@ -105,23 +154,22 @@ STEP_SCHEMAS: Mapping[str, Schema] = {
                 properties={"code": {"type": "string", "minLength": 1}, "message": {"type": "string"}, "data": {}},
                 required=["code"],
                 additionalProperties=False,
+                description="Fail with this error `{code, message?, data?}` (catchable by `try`/`catch`).",
             )
         },
         ("throw",),
     ),
-    "value": _step("value", {"value": runtime()}, ("value",)),
+    "value": _step("value", {"value": runtime(description="The step's result: an expression or a structure "
+                                                          "with CEL leaves.")}, ("value",)),
 }
 
 # The schema of an inline boot target: an invoke step whose name is optional (default `Target<i>`).
 TARGET_STEP: Schema = {
     "type": "object",
     "properties": {
-        "name": {"type": "string"},
-        "invoke": ref("*"),
-        "inputs": runtime(),
-        "when": PREDICATE,
-        "retry": RETRY,
-        "timeout": {"type": "number", "exclusiveMinimum": 0},
+        "name": {**_NAME, "description": "Optional here (default `Target<i>`)."},
+        **_INVOKE,
+        "when": _WHEN,
     },
     "required": ["invoke"],
     "additionalProperties": False,
