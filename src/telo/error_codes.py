@@ -257,6 +257,9 @@ class Code(StrEnum):
     UI_CSRF = ("ERR_UI_CSRF", "the dashboard refused a cross-site POST", "POST from the dashboard's own pages, "
                "or send the token in an Authorization header")
     UI_NOT_FOUND = ("ERR_UI_NOT_FOUND", "the dashboard has no such page", "check the URL")
+    UI_BIND_FAILED = ("ERR_UI_BIND_FAILED", "`telo ui` cannot listen where it was asked: the port is in use or "
+                      "not allowed, or the host does not resolve to an address of this machine",
+                      "pick another --port (0: any free port) or --host")
 
     # --- codes upstream named outside the ERR_ scheme (UPSTREAM_NAMED) ---------------------------------------
     INTERNAL = ("INTERNAL_ERROR", "a bug in telo: an exception that is not a TeloError (a catch sees it so, and a "

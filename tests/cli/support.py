@@ -121,7 +121,9 @@ class Env:
         return json.loads(proc.stdout)
 
     def run(self, run_id: str, *inputs: str) -> subprocess.CompletedProcess[str]:
-        args = ["run", "m.yaml", "--input", f"id={run_id}"]
+        """Bring a run to where its inputs lead (failed and parked runs included): exit 0 unless a target failed
+        (``--exit-on targets``; tests/cli/test_run_outcome.py checks the exit codes of run outcomes)."""
+        args = ["run", "m.yaml", "--exit-on", "targets", "--input", f"id={run_id}"]
         for pair in inputs:
             args += ["--input", pair]
         return self.telo(*args, check=True)

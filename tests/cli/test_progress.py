@@ -29,14 +29,15 @@ def progress_lines(stderr: str) -> list[str]:
 
 def test_plain_lines_follow_steps_parks_deliveries_and_the_end(sqlite_env: Env) -> None:
     env = sqlite_env
-    first = env.telo("run", "m.yaml", "--input", "id=p", "--input", "gate=true", "--progress", "plain", check=True)
+    first = env.telo("run", "m.yaml", "--input", "id=p", "--input", "gate=true", "--progress", "plain")
+    assert first.returncode == 4, first.stderr  # parked: not settled
     assert progress_lines(first.stderr) == [
         "▶ steps/first (Python.Function effect)",
         "▶ steps/second (Python.Function effect)",
         "▶ steps/approve (Durable.Await approval)",
         "⏸ parked at steps/approve waiting for go:p",
     ]
-    assert first.stdout == ""  # progress never goes to stdout
+    assert first.stdout.startswith("run 'flow:p': parked")  # progress never goes to stdout: the outcome does
     assert env.j("deliver", "go:p", "--payload", '{"by": "ada"}').returncode == 0
     second = env.telo("run", "m.yaml", "--input", "id=p", "--input", "gate=true", "--progress", "plain",
                       "--json", check=True)
@@ -55,7 +56,7 @@ def test_plain_lines_follow_steps_parks_deliveries_and_the_end(sqlite_env: Env) 
 
 def test_no_progress_by_default_off_a_terminal(sqlite_env: Env) -> None:
     quiet = sqlite_env.telo("run", "m.yaml", "--input", "id=q", check=True)
-    assert quiet.stderr == "" and quiet.stdout == ""
+    assert quiet.stderr == "" and quiet.stdout.startswith("run 'flow:q': completed; result: ")
     off = sqlite_env.telo("run", "m.yaml", "--input", "id=o", "--progress", "off", check=True)
     assert off.stderr == ""
 
@@ -66,7 +67,7 @@ def test_live_view_can_be_forced_off_a_terminal(sqlite_env: Env) -> None:
     text = unstyled(live.stderr)
     assert "run flow:l completed" in text
     assert re.search(r"✓ steps/third +Python\.Function effect +done", text)
-    assert live.stdout == ""
+    assert live.stdout.startswith("run 'flow:l': completed")
 
 
 def test_live_view_is_the_default_on_a_terminal(sqlite_env: Env) -> None:
@@ -92,7 +93,7 @@ def test_live_view_is_the_default_on_a_terminal(sqlite_env: Env) -> None:
         elif proc.poll() is not None:
             break
     os.close(primary)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=30) == 4  # parked: not settled
     raw = screen.decode("utf-8", "replace")
     assert "\x1b[?25l" not in raw.split("\x1b[?25h")[-1]  # the cursor is left visible
     text = unstyled(raw)

@@ -20,7 +20,7 @@ def three_runs(env: Env) -> None:
     """flow:a completes, flow:b parks at its approval, flow:c fails at its third step."""
     env.run("a")
     env.run("b", "gate=true")
-    env.telo("run", "m.yaml", "--input", "id=c", "--input", "fail=true", check=True)
+    env.telo("run", "m.yaml", "--exit-on", "targets", "--input", "id=c", "--input", "fail=true", check=True)
 
 
 def key_values(text: str) -> dict[str, str]:

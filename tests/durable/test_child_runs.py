@@ -39,7 +39,7 @@ def child_runs(db: Path) -> list[str]:
 def test_a_redriven_child_start_attaches_to_the_child_it_started(tmp_path: Path) -> None:
     (tmp_path / "app.yaml").write_text(MANIFEST)
     first = telo("run", "app.yaml", "--input", "id=a", cwd=tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr  # parked on the await
+    assert first.returncode == 4, first.stdout + first.stderr  # parked on the await: not settled
     db = tmp_path / "journal.db"
     assert child_runs(db) == ["child:parent:a/steps/spawn"]
     # The crash window: the child was started, the parent's entry for the starting step never became durable.

@@ -36,7 +36,7 @@ def test_digest_covers_the_reachable_resources_only(tmp_path: Path) -> None:
 def test_a_changed_manifest_holds_the_run_until_forced(tmp_path: Path) -> None:
     m = tmp_path / "m.yaml"
     m.write_text(MANIFEST)
-    assert telo("run", "m.yaml", "--input", "id=a1", cwd=tmp_path).returncode == 0
+    assert telo("run", "m.yaml", "--input", "id=a1", cwd=tmp_path).returncode == 4  # parked: not settled
     first = status(tmp_path, "flow:a1")
     assert first["status"] == "parked"
     # a cosmetic change outside the reachable set does not hold the run
@@ -45,7 +45,7 @@ def test_a_changed_manifest_holds_the_run_until_forced(tmp_path: Path) -> None:
                 cwd=tmp_path).returncode == 0
     # ... but a change to a reachable resource does
     m.write_text(MANIFEST.replace("'hello ' + inputs.who", "'hi ' + inputs.who"))
-    assert telo("run", "m.yaml", "--input", "id=a1", cwd=tmp_path).returncode == 0
+    assert telo("run", "m.yaml", "--input", "id=a1", cwd=tmp_path).returncode == 4  # held
     held = status(tmp_path, "flow:a1")
     assert held["status"] == "parked"
     parked = held["parked"]
@@ -70,11 +70,11 @@ def test_a_journaled_target_outside_the_reachable_set_widens_the_digest_to_the_m
 
     m = tmp_path / "m.yaml"
     m.write_text(MANIFEST)
-    assert telo("run", "m.yaml", "--input", "id=w1", cwd=tmp_path).returncode == 0
+    assert telo("run", "m.yaml", "--input", "id=w1", cwd=tmp_path).returncode == 4  # parked
     # `greet` (journaled at steps/first) is no longer reachable once both steps invoke `unrelated` instead:
     # the reachable set alone cannot say what the run depends on, so the whole manifest is compared.
     m.write_text(MANIFEST.replace("invoke: !ref greet", "invoke: !ref unrelated"))
-    assert telo("run", "m.yaml", "--input", "id=w1", cwd=tmp_path).returncode == 0
+    assert telo("run", "m.yaml", "--input", "id=w1", cwd=tmp_path).returncode == 4  # held
     with open_store(str(tmp_path / "journal.db")) as store:
         held = eventlog.recover(store, "flow:w1").entries["@held[0]"].decode("flow:w1")
     assert held["scope"] == "manifest" and "flow" in held["changed"]

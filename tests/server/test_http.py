@@ -288,6 +288,11 @@ def test_cancel(store: SqliteStore, client: TestClient) -> None:
 
 def test_resume_and_resume_force_for_a_held_run(store: SqliteStore, client: TestClient) -> None:
     parked_run(store, "flow:r", "go:r")
+    # parked on its Await with nothing delivered: a resume would not move it, and says what would (issue 15)
+    stuck = client.post(run_url("flow:r", "/resume", api=True), json={}, headers=ORIGIN)
+    assert stuck.status_code == 409 and stuck.json()["resumed"] is False and "telo deliver go:r" in stuck.json()["hint"]
+    assert store.read_run("flow:r").status == "parked"  # type: ignore[union-attr]
+    store.park("flow:r", Parked("steps/wait", "approval", "go:r", 1))  # its deadline has passed: it moves
     r = client.post(run_url("flow:r", "/resume", api=True), json={}, headers=ORIGIN)
     assert r.status_code == 200 and r.json()["resumed"] is True
     assert store.read_run("flow:r").status == "running"  # type: ignore[union-attr]
@@ -357,7 +362,7 @@ def test_with_a_token_every_request_needs_it(store: SqliteStore) -> None:
         bearer = {"authorization": "Bearer s3cret"}
         assert c.get("/api/runs", headers=bearer).status_code == 200
         # a bearer client is no browser: its POSTs need no Origin
-        assert c.post(run_url("flow:s", "/resume", api=True), json={}, headers=bearer).status_code == 200
+        assert c.post(run_url("flow:s", "/cancel", api=True), json={}, headers=bearer).status_code == 200
         # ?token= once: a redirect that drops it, and a session cookie from then on
         first = c.get("/runs?status=parked&token=s3cret", follow_redirects=False)
         assert first.status_code == 303 and first.headers["location"] == "/runs?status=parked"

@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE
 from telo.journal.store import Store
+
+if TYPE_CHECKING:
+    from telo.values import Timestamp
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and what it ran failed (a run failed, an assertion did not hold)
@@ -42,10 +45,12 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (
 
 
 def report_error(exc: TeloError) -> int:
-    """Print a TeloError as one line and its hint; the exit code it means."""
-    click.echo(f"error: {exc.code}: {exc.message}", err=True)
+    """Print a TeloError as one line and its hint; the exit code it means. A message that starts with its own
+    code (a park reason reused as a message, say) is printed with the code once."""
+    message = exc.message.removeprefix(f"{exc.code}: ")
+    click.echo(f"error: {exc.code}: {printable(message)}", err=True)
     if exc.hint:
-        click.echo(f"hint: {exc.hint}", err=True)
+        click.echo(f"hint: {printable(exc.hint)}", err=True)
     return EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR
 
 
@@ -72,6 +77,44 @@ def ms_time(ms: int | None) -> Any:
     return None if ms is None else Timestamp.from_epoch_millis(ms)
 
 
+def printable(text: str) -> str:
+    """``text`` as human output may show it: every character that is not printable — a newline, ESC and the
+    rest of C0/C1, DEL, the line and paragraph separators, bidi overrides and other format characters — as
+    its Python escape (``\\n``, ``\\x1b``, ``\\u202e``). Run ids, tokens, paths and messages are anyone's
+    text: raw, a newline in one forges a row of a table and an escape sequence drives the terminal. Every
+    table and line printer passes its text through here; a backslash is left as it is (a JSON cell escapes
+    its own), and ``--json`` has the exact text."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def time_text(at: int | str | Timestamp | None) -> str:
+    """A time as human output shows it: RFC 3339 in UTC with exactly three fractional digits
+    (``2026-12-02T07:52:55.123Z``), one width for every time so that table columns align — never the
+    epoch-ms number. Takes epoch ms (a record's times), a Timestamp, or RFC 3339 text (a recorded ``at``);
+    ``—`` for no time."""
+    from datetime import datetime, timedelta
+
+    from telo.values import Timestamp
+    from telo.values.types import parse_rfc3339
+
+    if at is None:
+        return NONE_SHOWN
+    if isinstance(at, str):
+        try:
+            ms = parse_rfc3339(at).epoch_millis()
+        except ValueError:
+            return printable(at)  # not a time after all: shown as the text it is
+    else:
+        ms = at.epoch_millis() if isinstance(at, Timestamp) else at
+    try:
+        moment = datetime(1970, 1, 1) + timedelta(milliseconds=ms)
+    except OverflowError:  # only a damaged record holds such a number
+        return f"<not a time: {ms}>"
+    return moment.isoformat(timespec="milliseconds") + "Z"
+
+
 def shown(value: Any) -> str:
     """One cell of human output: text as it is, anything else as compact plain JSON, no value as '—'."""
     if value is None or value is NO_VALUE:
@@ -93,7 +136,7 @@ def emit(data: Mapping[str, Any], as_json: bool) -> None:
         if value is None:
             continue
         text = value if isinstance(value, str) else json.dumps(plain(value), ensure_ascii=False)
-        click.echo(f"{key:>18}: {text}")
+        click.echo(f"{key:>18}: {printable(text)}")
 
 
 def is_terminal() -> bool:
@@ -109,12 +152,14 @@ def console() -> Any:
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> None:
     """A rich table on a terminal; otherwise plain columns (two spaces apart, last column unpadded)."""
+    rows = [[printable(c) for c in row] for row in rows]
     if is_terminal():
         from rich.table import Table
+        from rich.text import Text
 
         t = Table(*headers, title=title, title_justify="left", highlight=False)
         for row in rows:
-            t.add_row(*row)
+            t.add_row(*(Text(c) for c in row))  # Text, not markup: a `[red]` in a run id is shown, not applied
         console().print(t)
         return
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
@@ -128,7 +173,7 @@ def key_values(data: Mapping[str, Any]) -> None:
     width = max((len(k) for k in data), default=0)
     for key, value in data.items():
         if value is not None:
-            click.echo(f"{key:>{width}}: {shown(value)}")
+            click.echo(f"{key:>{width}}: {printable(shown(value))}")
 
 
 def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from telo.cli.common import (
     open_store,
     out_json,
     plain,
+    printable,
     shown,
     table,
 )
@@ -97,7 +98,8 @@ def render_tree(run: str, rows: Sequence[Mapping[str, Any]]) -> Any:
     from rich.markup import escape
     from rich.tree import Tree
 
-    root = Tree(f"run {escape(run)}")
+    # printable() before escape(): a label is markup, and its text must neither style nor drive the terminal.
+    root = Tree(f"run {escape(printable(run))}")
     nodes: dict[str, Tree] = {}
     for row in rows:
         stored = row.get("storedPath", row["path"])
@@ -111,13 +113,13 @@ def render_tree(run: str, rows: Sequence[Mapping[str, Any]]) -> Any:
             node = nodes.get(prefix)
             if node is None:
                 style = "dim" if seg.startswith("@") else ""
-                node = parent.add(f"[{style}]{escape(seg)}[/]" if style else escape(seg))
+                node = parent.add(f"[{style}]{escape(printable(seg))}[/]" if style else escape(printable(seg)))
                 nodes[prefix] = node
             if i == len(segments) - 1:
                 target = f"  {target_text(row.get('target'))}" if row.get("target") else ""
                 decision = f"  ({row['decision']})" if row.get("decision") else ""
-                label = (f"{mark(row)} {escape(seg)}{escape(target)}{escape(decision)} = {escape(value_text(row))}"
-                         f"  #{row['seq']} {row['event']}")
+                label = (f"{mark(row)} {escape(printable(seg + target + decision))} = "
+                         f"{escape(printable(value_text(row)))}  #{row['seq']} {row['event']}")
                 node.label = f"[dim]{label}[/]" if is_telo_record(row["path"]) or seg.startswith("@") else label
             parent = node
     return root
@@ -147,7 +149,7 @@ def journal_command(run: str, tree: bool, journal: str | None, manifest: str | N
               [[str(r["seq"]), r.get("storedPath", r["path"]), r["kind"], r.get("decision") or NONE_SHOWN,
                 target_text(r.get("target")) or NONE_SHOWN, r["event"], value_text(r)] for r in rows])
     if interrupt is not None:
-        click.echo(f"interrupt: parked at {interrupt['path']}")
+        click.echo(f"interrupt: parked at {printable(interrupt['path'])}")
 
 
 @click.command("checkpoints")

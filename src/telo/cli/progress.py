@@ -49,9 +49,9 @@ def describe_park(handle: LocalRunHandle | None) -> tuple[str, str]:
     if signal.until.token is not None:
         return signal.where.path, f"waiting for {signal.until.token}"
     if signal.until.at is not None:
-        from telo.values import Timestamp
+        from telo.cli.common import time_text
 
-        return signal.where.path, f"until {Timestamp.from_epoch_millis(signal.until.at).to_text()}"
+        return signal.where.path, f"until {time_text(signal.until.at)}"
     return signal.where.path, ""
 
 
@@ -143,7 +143,9 @@ class PlainProgress(Progress):
         self.out = out
 
     def line(self, text: str) -> None:
-        self.out.write(text + "\n")
+        from telo.cli.common import printable
+
+        self.out.write(printable(text) + "\n")  # a run id or path with a newline must not forge a line
         self.out.flush()
 
     def step(self, run: str, event: str, path: str, target: Mapping[str, str] | None) -> None:
@@ -244,19 +246,23 @@ class LiveProgress(Progress):
         from rich.table import Table
         from rich.text import Text
 
+        from telo.cli.common import printable
+
         parts: list[Any] = []
         with self.lock:
             for run, (status, detail) in self.runs.items():
-                head = Text.assemble(("run ", "bold"), (run, "bold"), " ", (status, RUN_STYLE.get(status, "")))
+                head = Text.assemble(("run ", "bold"), (printable(run), "bold"), " ",
+                                     (status, RUN_STYLE.get(status, "")))
                 if detail:
-                    head.append(f"  {detail}", style="dim" if status != "failed" else "red")
+                    head.append(f"  {printable(detail)}", style="dim" if status != "failed" else "red")
                 parts.append(head)
                 grid = Table.grid(padding=(0, 1))
                 for row in [r for (r_run, _), r in self.rows.items() if r_run == run]:
                     state = self.state_of(row)
                     icon, style = ICONS.get(state, ("?", ""))
-                    grid.add_row(Text(f" {icon}", style=style), Text(row.path), Text(row.target, style="dim"),
-                                 Text(row.detail or state, style=style))
+                    grid.add_row(Text(f" {icon}", style=style), Text(printable(row.path)),
+                                 Text(printable(row.target), style="dim"),
+                                 Text(printable(row.detail or state), style=style))
                 parts.append(grid)
         # The cursor rests on an empty last line: when the process is killed mid-run (the view is never
         # stopped), whatever the terminal prints next starts on a line of its own.

@@ -29,14 +29,19 @@ CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFES
 @click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto",
               show_default=True, help="Durable steps as they run, on stderr: a live view (auto: when stderr is "
               "a terminal), plain lines, or off.")
+@click.option("--exit-on", "exit_on", type=click.Choice(["runs", "targets"]), default="runs", show_default=True,
+              help="runs: the exit code says how the durable runs ended (1 failed or cancelled, 4 not settled); "
+              "targets: the targets' outcome alone, as upstream (a run is detached).")
 @grace_option
-def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress: str, grace: float) -> None:
-    """Run a manifest's targets; durable runs it starts are awaited until they settle or park."""
+def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress: str, exit_on: str,
+                grace: float) -> None:
+    """Run a manifest's targets; durable runs it starts are awaited until they settle or park, and each one's
+    outcome is printed (docs/cli.md "telo run")."""
+    from telo.cli import run_outcome
     from telo.cli.progress import watching
     from telo.durable.shutdown import run_draining
     from telo.kinds.controllers import load_application
     from telo.manifest import ManifestLoadError
-    from telo.values import to_plain
 
     try:
         app = load_application(manifest)
@@ -46,7 +51,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         sys.exit(EXIT_ERROR)
     app.inputs = parse_inputs(inputs)
     try:
-        with watching(app, progress):
+        with run_outcome.stdout_to_stderr(as_json), watching(app, progress):
             code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
         report_error(exc)
@@ -59,8 +64,10 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         click.echo(f"run {run!r} stopped before it settled (it continues wherever it is executed next): "
                    f"{error.get('code', Code.INTERNAL)}: {error.get('message', '')}", err=True)
     if as_json:
-        click.echo(json.dumps({k: to_plain(v) for k, v in app.target_results.items()}, ensure_ascii=False))
-    sys.exit(code)
+        click.echo(json.dumps(run_outcome.settled_answers(app.target_results, app.outcomes), ensure_ascii=False))
+    else:
+        run_outcome.report(app.outcomes, manifest)
+    sys.exit(code if exit_on == "targets" else run_outcome.exit_code(app.outcomes, code))
 
 
 @click.command("check")
@@ -106,7 +113,9 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
                     env[k.strip()] = v.strip()
     env.update(os.environ)
     try:
-        proc = subprocess.run([sys.executable, "-m", "telo", "run", str(manifest)], capture_output=True, text=True,
+        # A scenario may fail or park runs on purpose: it passes on its targets' outcome (upstream's rule).
+        proc = subprocess.run([sys.executable, "-m", "telo", "run", str(manifest), "--exit-on", "targets"],
+                              capture_output=True, text=True,
                               timeout=timeout, env=env, stdin=subprocess.DEVNULL)
         return manifest, proc.returncode, proc.stdout + proc.stderr, SYSTEM_CLOCK.monotonic() - start
     except subprocess.TimeoutExpired as exc:

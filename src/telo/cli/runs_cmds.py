@@ -22,7 +22,9 @@ from telo.cli.common import (
     manifest_option,
     open_store,
     print_diagnostics,
+    time_text,
 )
+from telo.cli.logs import LEVELS
 from telo.clock import SYSTEM_CLOCK
 from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code
@@ -56,6 +58,29 @@ def status_view(view: RunView) -> dict[str, Any]:
     return out
 
 
+def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
+    """The status record as human output shows it: its times as RFC 3339 text (``--json`` keeps epoch ms,
+    the shape ``Local.Status`` answers, docs/cli.md "Output")."""
+    out = dict(view)
+    if "dueAt" in out:
+        out["dueAt"] = time_text(out["dueAt"])
+    if "at" in out.get("parked", {}):
+        out["parked"] = {**out["parked"], "at": time_text(out["parked"]["at"])}
+    if "claim" in out:
+        out["claim"] = {**out["claim"], "until": time_text(out["claim"]["until"])}
+    if "unconfirmedEffects" in out:
+        out["unconfirmedEffects"] = [{**u, "resolution": resolution_for_humans(u["resolution"])}
+                                     for u in out["unconfirmedEffects"]]
+    return out
+
+
+def resolution_for_humans(resolution: Any) -> Any:
+    """An unconfirmed effect's recorded resolution with its ``at`` in the one human time form."""
+    if isinstance(resolution, dict) and isinstance(resolution.get("at"), str):
+        return {**resolution, "at": time_text(resolution["at"])}
+    return resolution
+
+
 def outcome_view(record: RunRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
     result = record.decoded_result()
@@ -78,7 +103,8 @@ def status_command(run: str, journal: str | None, manifest: str | None, as_json:
     from telo.operations import runs
 
     with open_store(journal, manifest) as store:
-        emit(status_view(runs.status(store, run)), as_json)
+        view = status_view(runs.status(store, run))
+    emit(view if as_json else status_for_humans(view), as_json)
 
 
 @click.command("result")
@@ -96,7 +122,8 @@ def result_command(run: str, wait: str | None, journal: str | None, manifest: st
     with open_store(journal, manifest) as store:
         asyncio.run(runs.wait_settled(store, run, seconds))
         view = runs.status(store, run)
-        emit(status_view(view), as_json)
+    shown = status_view(view)
+    emit(shown if as_json else status_for_humans(shown), as_json)
     record = view.record
     if not record.terminal:
         sys.exit(EXIT_NOT_SETTLED)
@@ -147,11 +174,20 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 @json_option
 def resume_command(run: str, reason: str, force: bool, journal: str | None, manifest: str | None,
                    as_json: bool) -> None:
-    """Continue a parked run now (an operator override, recorded in the journal)."""
+    """Continue a parked run now (an operator override, recorded in the journal); exit 1 when it is not resumed
+    (settled, not parked, or waiting for `telo resolve` or `telo deliver`: the reason and a hint say which)."""
     from telo.operations import actions
 
     with open_store(journal, manifest) as store:
-        emit(actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force).to_json(), as_json)
+        out = actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)
+    data = out.to_json()
+    if not as_json:
+        data.pop("hint", None)  # human output: the hint goes to stderr, like every hint
+    emit(data, as_json)
+    if not out.resumed:
+        if out.hint and not as_json:
+            click.echo(f"hint: {out.hint}", err=True)
+        sys.exit(EXIT_FAILED)
 
 
 @click.command("resolve")
@@ -180,7 +216,8 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
             raise click.BadParameter(f"not JSON: {exc}", param_hint="--skip-with") from exc
     assert action is not None
     with open_store(journal, manifest) as store:
-        emit(dict(actions.resolve(store, run, path, action, value, SYSTEM_CLOCK.now_ms())), as_json)
+        out = dict(actions.resolve(store, run, path, action, value, SYSTEM_CLOCK.now_ms()))
+    emit(out if as_json else {**out, "resolution": resolution_for_humans(out.get("resolution"))}, as_json)
 
 
 @click.command("worker")
@@ -189,13 +226,19 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
 @click.option("--until-idle", is_flag=True, help="Exit once no run is due or running (for scripts and tests).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,
               help="Runs this worker executes at once; it claims no more, leaving the rest to other workers.")
+@click.option("--log-level", type=click.Choice(LEVELS), default="info", show_default=True,
+              help="info: a line per run continued, parked or settled; warning: problems only.")
+@click.option("--log-json", is_flag=True, help="One JSON object a line ({time, level, event, …}), for a log shipper.")
 @grace_option
-def worker_command(manifest: str, interval: str, until_idle: bool, concurrency: int, grace: float) -> None:
+def worker_command(manifest: str, interval: str, until_idle: bool, concurrency: int, log_level: str,
+                   log_json: bool, grace: float) -> None:
     """Continue due runs of every workflow in MANIFEST (claims make several workers safe on one journal)."""
+    from telo.cli import logs
     from telo.durable.shutdown import run_draining
     from telo.manifest import ManifestLoadError
     from telo.operations.worker import run_worker
 
+    logs.install(log_level, as_json=log_json)
     try:
         work = run_worker(manifest, interval=interval, until_idle=until_idle, concurrency=concurrency)
         sys.exit(asyncio.run(run_draining(work, grace_s=grace)))

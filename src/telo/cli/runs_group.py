@@ -23,10 +23,10 @@ from telo.cli.common import (
     ms_time,
     open_store,
     out_json,
-    shown,
     table,
+    time_text,
 )
-from telo.cli.runs_cmds import unconfirmed_view
+from telo.cli.runs_cmds import resolution_for_humans, unconfirmed_view
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
@@ -80,7 +80,7 @@ def list_detail(record: RunRecord) -> str:
     if record.error:
         return str(record.error.get("code") or "")
     if record.due_at is not None:
-        return f"due {shown(ms_time(record.due_at))}"
+        return f"due {time_text(record.due_at)}"
     return ""
 
 
@@ -104,8 +104,8 @@ def list_command(status: str | None, workflow: str | None, since: str | None, li
     if as_json:
         out_json({"runs": [list_row(r) for r in page.runs], "next": page.next})
         return
-    rows = [[r.run, r.status, r.workflow or NONE_SHOWN, shown(ms_time(r.created_at)),
-             shown(ms_time(r.updated_at)), list_detail(r)] for r in page.runs]
+    rows = [[r.run, r.status, r.workflow or NONE_SHOWN, time_text(r.created_at), time_text(r.updated_at),
+             list_detail(r)] for r in page.runs]
     if rows:
         table(["RUN", "STATUS", "WORKFLOW", "CREATED", "UPDATED", "DETAIL"], rows)
     else:
@@ -195,10 +195,20 @@ def show_command(run: str, journal: str | None, manifest: str | None, as_json: b
         out_json(view)
         return
     human = dict(view)
+    # Times in the one human form (`--json` has them in the plain encoding): createdAt, updatedAt, dueAt,
+    # the park's `at`, the claim's `until`, a resolution's recorded `at`.
+    for key in ("createdAt", "updatedAt", "dueAt"):
+        if key in human:
+            human[key] = time_text(human[key])
+    if "at" in human.get("parked", {}):
+        human["parked"] = {**human["parked"], "at": time_text(human["parked"]["at"])}
+    if "unconfirmedEffects" in human:
+        human["unconfirmedEffects"] = [{**u, "resolution": resolution_for_humans(u["resolution"])}
+                                       for u in human["unconfirmedEffects"]]
     claim = human.pop("claim", None)
     if claim is not None:
         alive = {True: "alive", False: "dead", None: "unknown (another host)"}[claim.get("alive")]
-        human["claim"] = (f"{claim['holder']} until {shown(claim['until'])} "
+        human["claim"] = (f"{claim['holder']} until {time_text(claim['until'])} "
                           f"({'live' if claim['live'] else 'lapsed'}; holder process {alive}; "
                           f"fencing token {claim['fence']})")
     digest = human.pop("digest", {})

@@ -22,6 +22,7 @@ from telo.cli.common import (
     out_json,
     parse_inputs,
     print_diagnostics,
+    time_text,
 )
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code
@@ -128,7 +129,7 @@ def schedule_command(manifest: str, workflow: str, after: str | None, at: str | 
     if as_json:
         out_json(view)
     else:
-        key_values(view)
+        key_values({**view, "dueAt": time_text(view["dueAt"])} if "dueAt" in view else view)
     if not view["scheduled"]:
         if not as_json:
             click.echo(f"hint: run {view['run']!r} already exists; pass another --run-id", err=True)

@@ -39,6 +39,7 @@ from telo.journal.claims import Fence
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import CODEC_VERSION, Entry, Parked
 from telo.targets import targets_match
+from telo.values import Timestamp
 from telo.values.replica import UNSUPPORTED, replica
 
 log = logging.getLogger("telo.durable")
@@ -349,7 +350,9 @@ class LocalRunHandle:
             raise
         faults.point("after-park-record")
         log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,
-                                        "durable.resource": where.resource})
+                                        "durable.resource": where.resource, "durable.token": until.token,
+                                        "durable.due_at": None if until.at is None else
+                                        Timestamp.from_epoch_millis(until.at).to_text()})
         raise signal
 
     def entries_mark(self) -> int:

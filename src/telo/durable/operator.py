@@ -61,18 +61,51 @@ def cancel_run(store: Store, run: str, reason: str) -> Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Resumed:
-    """What a resume did: ``resumed`` is false for a settled run; ``forced`` when it accepted a changed
-    manifest."""
+    """What a resume did: ``resumed`` is false for a settled run, and (:func:`unmovable`) for one a resume
+    would not move, with ``reason`` saying why and ``hint`` what does move it; ``forced`` when it accepted a
+    changed manifest."""
 
     run: str
     resumed: bool
     status: str
     forced: bool = False
+    reason: str | None = None
+    hint: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        if not self.resumed:
+        if self.resumed:
+            return {"run": self.run, "resumed": True, "forced": self.forced}
+        if self.reason is None:  # DurableLocal.Resume's answer for a settled run, as it always was
             return {"resumed": False, "status": self.status}
-        return {"run": self.run, "resumed": True, "forced": self.forced}
+        out = {"run": self.run, "resumed": False, "status": self.status, "reason": self.reason}
+        return out if self.hint is None else {**out, "hint": self.hint}
+
+
+def unmovable(record: RunRecord, now_ms: int) -> Resumed | None:
+    """Why an operator's resume would not move ``record``, or None when it would (issue 15: `telo resume` printed
+    ``resumed: true`` for runs that parked again at once). A resume only makes a run due: the step it parked at
+    runs again and parks again unless what it waits for has come — an answer to an unconfirmed effect, a
+    delivery to an Await. A time-only park (a sleep, a retry backoff) is left to :func:`resume_run`: it re-checks
+    the recorded wake time, which is what resuming one has always meant. The addressing kind
+    ``DurableLocal.Resume`` keeps upstream's behaviour and does not ask."""
+    run = record.run
+    if record.terminal:
+        return Resumed(run, False, record.status, reason=f"the run has already settled ({record.status})",
+                       hint=f"restore or fork it to a checkpoint to run steps again (`telo runs checkpoints {run}`)")
+    if record.status != "parked" or record.parked is None:
+        return Resumed(run, False, record.status, reason=f"the run is {record.status}, not parked",
+                       hint=f"`telo status {run}` shows who holds it or when it is due")
+    parked = record.parked
+    if paths.parse(parked.path)[-1].name == paths.UNCONFIRMED:
+        step = paths.parent(parked.path) or parked.path
+        return Resumed(run, False, "parked", reason=f"the effect at {step} may or may not have happened; "
+                       "resuming would park the run there again",
+                       hint=f"answer it: `telo resolve {run} {step} --redrive | --skip-with JSON | --fail`")
+    if parked.token is not None and (parked.at is None or parked.at > now_ms):
+        return Resumed(run, False, "parked", reason=f"the run waits at {parked.path} for a delivery to token "
+                       f"{parked.token!r}; resuming would park it there again",
+                       hint=f"deliver to it: `telo deliver {parked.token} --payload JSON`")
+    return None
 
 
 def resume_run(store: Store, run: str, reason: str, now_ms: int, *, force: bool = False) -> Resumed:
@@ -85,8 +118,9 @@ def resume_run(store: Store, run: str, reason: str, now_ms: int, *, force: bool 
     at = Timestamp.from_epoch_millis(now_ms).to_text()
     held = is_held(record)
     if held and record.parked is not None:
-        if not force:
-            raise TeloError(Code.DURABLE_MANIFEST_CHANGED, record.parked.reason or f"run {run!r} is held",
+        if not force:  # the park reason starts with the code: the message must not repeat it
+            reason = (record.parked.reason or "").removeprefix(f"{Code.DURABLE_MANIFEST_CHANGED}: ")
+            raise TeloError(Code.DURABLE_MANIFEST_CHANGED, reason or f"run {run!r} is held",
                             hint=f"continue it against the new manifest with `telo resume {run} --force`",
                             data={"run": run})
         store.append(run, Entry.decided(record.parked.path, "digest", {"accept": True, "reason": reason, "at": at}))

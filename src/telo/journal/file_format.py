@@ -43,6 +43,10 @@ from telo.journal.integrity import checksum, verify
 from telo.journal.model import STATUSES, Claim, Entry, Parked, RunRecord
 
 SUFFIX: Final = ".ndjson"
+# The longest file name ext4, XFS, btrfs, tmpfs and APFS take (NAME_MAX). Fixed rather than asked of the
+# directory's filesystem, so whether a run id is valid does not change when the journal is moved or copied.
+NAME_MAX: Final = 255
+MAX_STEM: Final = NAME_MAX - len(SUFFIX)
 
 # encodeURIComponent leaves exactly A-Z a-z 0-9 - _ . ! ~ * ' ( ) unescaped; quote() always keeps
 # A-Z a-z 0-9 _ . - ~, so these extras make the two produce the same bytes (UTF-8, upper-case hex).
@@ -55,9 +59,13 @@ _CORRUPT_HINT: Final = (
 
 
 def file_stem(run: str) -> str:
-    """The run's file name without suffix: ``encodeURIComponent(run)`` (reference §7)."""
+    """The run's file name without suffix: ``encodeURIComponent(run)`` (reference §7).
+
+    ``ERR_DURABLE_RUN_ID_INVALID`` for an id that cannot name a file: every store operation on a run goes
+    through here, so a run that could never be stored is refused before anything is written (and a read of
+    it answers the same, not with an ``OSError``)."""
     try:
-        return urllib.parse.quote(run, safe=_URI_COMPONENT_SAFE, errors="strict")
+        stem = urllib.parse.quote(run, safe=_URI_COMPONENT_SAFE, errors="strict")
     except UnicodeEncodeError as exc:  # a lone surrogate: encodeURIComponent throws URIError too
         raise JournalError(
             Code.DURABLE_RUN_ID_INVALID,
@@ -65,6 +73,18 @@ def file_stem(run: str) -> str:
             hint="run ids must be valid Unicode strings (no unpaired surrogates)",
             data={"run": run},
         ) from exc
+    if len(stem) + len(SUFFIX) > NAME_MAX:  # the stem is ASCII: characters are bytes
+        shown = run if len(run) <= 60 else run[:60] + "…"
+        raise JournalError(
+            Code.DURABLE_RUN_ID_INVALID,
+            f"run id {shown!r} ({len(run)} characters) is too long for the file journal: its file name "
+            f"would be {len(stem) + len(SUFFIX)} bytes, and a file name holds at most {NAME_MAX} "
+            f"(encodeURIComponent(run id) + {SUFFIX!r}: at most {MAX_STEM} bytes of encoded id)",
+            hint=f"use a shorter run id (at most {MAX_STEM} ASCII letters, digits and -_.!~*'(); every other "
+            "character takes 3 bytes per UTF-8 byte), or a SQLite or PostgreSQL journal, which take longer ids",
+            data={"run": run, "fileNameBytes": len(stem) + len(SUFFIX), "limit": NAME_MAX},
+        )
+    return stem
 
 
 def run_of_stem(stem: str) -> str | None:

@@ -42,6 +42,7 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Pa
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
+from telo.journal.sqlite_open import unopenable
 from telo.journal.sqlite_rows import error_json, reasons_json
 from telo.journal.sqlite_schema import Sql, check_options, connect, create_schema
 from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
@@ -82,12 +83,18 @@ class SqliteStore(Store, GroupCommitStore):
         self._sql = Sql.for_prefix(table)
         self._clock = clock
         self._busy_timeout_ms = busy_timeout_ms
-        conn = self._connect()
         try:
-            create_schema(conn, self._sql, self.path)
-        except BaseException:
-            conn.close()
-            raise
+            conn = self._connect()
+            try:
+                create_schema(conn, self._sql, self.path)
+            except BaseException:
+                conn.close()
+                raise
+        except sqlite3.DatabaseError as exc:  # a directory, a text file, a damaged journal: say which
+            diagnosis = unopenable(self.path, exc)
+            if diagnosis is None:
+                raise
+            raise diagnosis from exc
         self._seqs = SeqBases()
         # The order groups run in within a batch: a run's admission, its entries, then its completion. Any
         # other operation may write entries unseen by the seq bases: they are forgotten before it runs.

@@ -192,6 +192,8 @@ class Resumer(Resource):
             await store.release(run, fence)
             self._skip(run, ERR_DURABLE_JOURNAL_CORRUPT, record.corrupt)
             return 0
+        log.info("durable.run.continuing", extra={"durable.run": run, "durable.workflow": wf.name,
+                                                   "durable.fence": fence.token})
         try:
             inputs = record.decoded_inputs()
             execution = await wf.execute(run, {} if inputs is NO_VALUE else inputs, fence, record=record)
@@ -210,7 +212,13 @@ class Resumer(Resource):
             self._skip(run, str(execution.error["code"]), str(execution.error.get("message")))
             return 0
         self.resumed += 1
-        log.info("durable.resumer.resumed", extra={"durable.run": run, "durable.status": execution.status})
+        rested: dict[str, object] = {"durable.run": run, "durable.status": execution.status,
+                                     "durable.steps.executed": execution.executed_steps,
+                                     "durable.steps.replayed": execution.replayed_steps}
+        if execution.error is not None:  # failed, or left running (why)
+            rested["error.code"] = str(execution.error.get("code"))
+            rested["error.message"] = str(execution.error.get("message"))
+        log.info("durable.resumer.resumed", extra=rested)
         return 1
 
     def _skip(self, run: str, code: str, message: str) -> None:

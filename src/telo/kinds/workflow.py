@@ -33,7 +33,7 @@ from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal
-from telo.runtime.resource import Resource
+from telo.runtime.resource import Resource, RunOutcome
 
 if TYPE_CHECKING:
     from telo.runtime.resource import Host
@@ -196,6 +196,8 @@ class Workflow(Resource):
                                                                                        "status": record.status})
             if record.status == "completed":
                 result = record.decoded_result()
+                self.app.run_rested(RunOutcome(run, "completed", result=None if result is NO_VALUE else result,
+                                               has_result=result is not NO_VALUE))
                 out: dict[str, Any] = {"runId": run, "attached": True, "status": "completed"}
                 if result is not NO_VALUE:
                     out["result"] = result
@@ -205,9 +207,15 @@ class Workflow(Resource):
                 raise InvokeError(error.get("code") or Code.DURABLE_RUN_FAILED,
                                   error.get("message") or f"run {run!r} failed", data={"run": run})
             if record.status in ("cancelled", "scheduled") or run in self.active:
+                if record.status == "cancelled":
+                    self.app.run_rested(RunOutcome(run, "cancelled"))
                 return {"runId": run, "attached": True, "status": record.status}
+            if record.status == "parked" and record.parked is not None and record.parked.token is not None:
+                # waiting for a delivery: nothing to continue until it lands (a claim would find it parked)
+                self.app.run_rested(RunOutcome(run, "parked", parked=record.parked.to_json()))
             fence = await store.claim(run, self.holder, clock.now_ms())
             if fence is None:
+                self._attached_elsewhere(run, record)
                 return {"runId": run, "attached": True, "status": record.status}
             # Resume by resubmission (reference §6): the claim was free, so this call continues the run and
             # answers like a start.
@@ -219,6 +227,14 @@ class Workflow(Resource):
         faults.point("after-admit")
         self.app.hold(self.run_to_rest(run, inputs, fence, chain=chain))
         return {"runId": run, "started": True, "status": "running"}
+
+    def _attached_elsewhere(self, run: str, record: RunRecord) -> None:
+        """A resubmission found the run claimed by another execution: say which, for ``telo run``."""
+        if record.status == "parked" and record.parked is not None:
+            self.app.run_rested(RunOutcome(run, "parked", parked=record.parked.to_json()))
+            return
+        holder = record.claim.holder if record.claim is not None else None
+        self.app.run_rested(RunOutcome(run, "elsewhere", holder=holder))
 
     async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
                           chain: tuple[str, ...] | None = None) -> Execution:
@@ -242,6 +258,7 @@ class Workflow(Resource):
                 self.app.run_failed(run, execution.error or {})
             elif execution.status == "running" and execution.error is not None:
                 self.app.run_stopped(run, execution.error)
+            self.app.run_rested(_outcome(execution))
             if execution.status != "parked":
                 return execution
             try:
@@ -250,6 +267,8 @@ class Workflow(Resource):
                 if not halts(exc):
                     raise
                 return execution  # the park is journaled: a worker continues the run once the journal answers
+            if record is not None and record.status == "parked" and record.parked is not None:
+                self.app.run_rested(RunOutcome(run, "parked", parked=record.parked.to_json()))
             delivered = record is not None and record.status == "running" and not shutdown.draining()
             # (running again already: a delivery landed while the body unwound from its park, and a resubmission
             # in this process attached to this execution rather than continuing the run itself)
@@ -330,3 +349,10 @@ class Workflow(Resource):
         self.app.events.emit(f"{self.name}.Run{execution.status.capitalize()}",
                              {"run": run, "status": execution.status, "replayedSteps": execution.replayed_steps})
         return execution
+
+
+def _outcome(execution: Execution) -> RunOutcome:
+    """What ``telo run`` reports of an execution (a park's details are read from the record after it)."""
+    has_result = execution.status == "completed" and execution.result is not NO_VALUE
+    return RunOutcome(execution.run, execution.status, result=execution.result if has_result else None,
+                      has_result=has_result, error=execution.error)

@@ -90,7 +90,13 @@ def cancel(store: Store, run: str, reason: str) -> Cancelled:
 
 def resume(store: Store, run: str, reason: str, now_ms: int, *, force: bool = False) -> Resumed:
     """Continue a parked run now, an operator override recorded in the journal; a run held because its
-    manifest changed continues only with ``force`` (else ``ERR_DURABLE_MANIFEST_CHANGED``)."""
+    manifest changed continues only with ``force`` (else ``ERR_DURABLE_MANIFEST_CHANGED``). A run a resume
+    would not move — settled, not parked, or waiting for an answer (``telo resolve``) or a delivery
+    (``telo deliver``) — is answered ``resumed: false`` with the reason and what would move it, and nothing
+    is written (:func:`telo.durable.operator.unmovable`)."""
+    stuck = operator.unmovable(operator.require_run(store, run), now_ms)
+    if stuck is not None:
+        return stuck
     return operator.resume_run(store, run, reason, now_ms, force=force)
 
 

@@ -47,6 +47,11 @@ def journal_not_found(name: str) -> TeloError:
 def require_exists(name: str, path: str | None) -> None:
     if path is not None and not os.path.exists(path):
         raise journal_not_found(name)
+    # An empty file is no journal either: opened, the SQLite store would write its tables into it, turning
+    # the mistyped `touch`ed name into a fresh journal with "no runs" (any telo journal has its header page).
+    if path is not None and os.path.isfile(path) and os.path.getsize(path) == 0:
+        error = journal_not_found(name)
+        raise TeloError(NOT_FOUND, f"{error.message}: the file is empty", hint=error.hint, data=error.data)
 
 
 def open_journal(name: str, *, create: bool = False, clock: Clock | None = None) -> Store:

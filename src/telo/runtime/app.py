@@ -28,7 +28,7 @@ from telo.engine.steps import compile_steps
 from telo.errors import Code, TeloError
 from telo.manifest import Cel, Manifest, ManifestLoadError, Ref, ResourceDecl, Target, load_manifest
 from telo.runtime.compiler import Compiler
-from telo.runtime.resource import SCOPED_RESOURCES, Controller, Resource, as_invocable
+from telo.runtime.resource import SCOPED_RESOURCES, Controller, Resource, RunOutcome, as_invocable
 
 log = logging.getLogger("telo.runtime")
 
@@ -62,6 +62,8 @@ class Application:
         self.inputs: dict[str, Any] = {}  # `telo run --input k=v`: the targets' inputs
         self.failed_runs: list[tuple[str, dict[str, Any]]] = []
         self.stopped_runs: list[tuple[str, dict[str, Any]]] = []
+        # where each durable run this process started or attached to came to rest, in first-seen order
+        self.outcomes: dict[str, RunOutcome] = {}
 
     @classmethod
     def load(cls, source: str | Path, *, controllers: Mapping[str, Controller], text: str | None = None,
@@ -182,6 +184,11 @@ class Application:
         """An execution of a durable run in this process stopped before the run settled — its claim went to
         another execution, or a journal write failed — and left the run for another: ``telo run`` reports it."""
         self.stopped_runs.append((run, dict(error)))
+
+    def run_rested(self, outcome: RunOutcome) -> None:
+        """A durable run this process started or attached to came to rest (for now: a run waiting for time
+        continues here, and reports again): ``telo run`` reports the last of each run."""
+        self.outcomes[outcome.run] = outcome
 
     async def run_targets(self) -> None:
         scope: dict[str, Any] = {**self.module_scope(), "inputs": self.inputs, "steps": {}}

@@ -36,6 +36,24 @@ class ValueCompiler(StepCompiler, Protocol):
     def reads(self, node: Any, names: Iterable[str]) -> frozenset[str]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """Where a durable run this process started (or attached to) came to rest, for ``telo run`` to report.
+
+    ``status``: ``completed`` | ``failed`` | ``cancelled`` | ``parked`` | ``running`` (this process stopped
+    executing it: it continues wherever it is executed next) | ``elsewhere`` (another process executes it:
+    ``holder`` names that process). ``result`` is set for ``completed``, ``error`` for ``failed`` and
+    ``running``, ``parked`` (:meth:`telo.journal.Parked.to_json`) for ``parked``."""
+
+    run: str
+    status: str
+    result: Any = None
+    has_result: bool = False
+    error: Mapping[str, Any] | None = None
+    parked: Mapping[str, Any] | None = None
+    holder: str | None = None
+
+
 class Host(Protocol):
     """What a resource may use of the application it lives in (reference §1 boot order)."""
 
@@ -65,6 +83,8 @@ class Host(Protocol):
     def run_failed(self, run: str, error: Mapping[str, Any]) -> None: ...
 
     def run_stopped(self, run: str, error: Mapping[str, Any]) -> None: ...
+
+    def run_rested(self, outcome: RunOutcome) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

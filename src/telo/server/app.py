@@ -189,7 +189,9 @@ class Dashboard:
             result = await self.call(views.resume, run, str(body.get("reason") or "resumed from telo ui"),
                                      force=force)
             if not result.done:
-                return result, f"not resumed: the run is {result.data.get('status')}"
+                why = result.data.get("reason") or f"the run is {result.data.get('status')}"
+                hint = f" — {result.data['hint']}" if result.data.get("hint") else ""
+                return result, f"not resumed: {why}{hint}"
             forced = " against the changed manifest (recorded)" if result.data.get("forced") else ""
             return result, f"resumed{forced}: a worker (telo worker) or a rerun continues it"
 

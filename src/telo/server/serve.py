@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import errno
 import socket
 import sys
 from typing import TextIO
 
+from telo.errors import Code, TeloError
 from telo.journal.redact import redact
 from telo.operations.journals import open_journal
 from telo.server.security import check_bind
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port`` (port 0: any free port), IPv6 when the host is an IPv6 literal."""
-    infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    """A listening socket on ``host:port`` (port 0: any free port), IPv6 when the host is an IPv6 literal.
+    A host that does not resolve, or a port in use or not allowed, is ``ERR_UI_BIND_FAILED``, not a traceback."""
+    where = f"{host}:{port}"
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise TeloError(Code.UI_BIND_FAILED, f"cannot listen on {where}: the host {host!r} does not resolve "
+                        f"({exc.strerror})", hint="pass --host 127.0.0.1, or a name or address of this machine",
+                        data={"host": host, "port": port}) from exc
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(address)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRNOTAVAIL:
+            why, hint = "the host is not an address of this machine", "pass --host 127.0.0.1, or one of its addresses"
+        else:
+            why = "the port is in use" if exc.errno == errno.EADDRINUSE else str(exc.strerror)
+            hint = "pick another --port (0: any free port), or stop what listens there"
+        raise TeloError(Code.UI_BIND_FAILED, f"cannot listen on {where}: {why}", hint=hint,
+                        data={"host": host, "port": port}) from exc
     sock.listen(128)
     sock.set_inheritable(True)
     return sock

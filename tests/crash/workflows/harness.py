@@ -288,7 +288,9 @@ class Flow:
         return proc
 
     def run_args(self, run: str, n: int) -> list[str]:
-        return ["run", str(self.manifest), "--input", f"id={run}", "--input", f"n={n}"]
+        # The harness judges runs by the journal and the ledger, not by `telo run`'s exit code: it exits 0 unless
+        # a target failed, whether the run completed or parked for its approval (--exit-on targets).
+        return ["run", str(self.manifest), "--exit-on", "targets", "--input", f"id={run}", "--input", f"n={n}"]
 
     def worker_args(self, interval: str = "50ms", *, until_idle: bool = True) -> list[str]:
         return ["worker", str(self.manifest), "--interval", interval, *(["--until-idle"] if until_idle else [])]

@@ -74,6 +74,23 @@ def test_file_names_are_encode_uri_component(run: str, stem: str) -> None:
     assert run_of_stem(stem) == run
 
 
+@pytest.mark.parametrize(("fits", "too_long"), [("a" * 248, "a" * 249), ("é" * 41, "é" * 42), (":" * 82, ":" * 83)],
+                         ids=["ascii", "utf-8", "reserved"])
+def test_a_run_id_too_long_for_a_file_name_is_refused_before_anything_is_written(
+        store: FileStore, directory: Path, fits: str, too_long: str) -> None:
+    # 255 bytes of file name (NAME_MAX): the encoded id plus '.ndjson'; a non-ASCII or reserved character
+    # takes 3 bytes of encoding per UTF-8 byte
+    assert store.admit(Admission.of(fits)).admitted and len(run_file(directory, fits).name) <= 255
+    before = sorted(os.listdir(directory))
+    for attempt in (lambda: store.admit(Admission.of(too_long)), lambda: store.read_run(too_long),
+                    lambda: store.claim(too_long, "w", 1000, 0)):
+        with pytest.raises(JournalError) as caught:
+            attempt()
+        assert caught.value.code == "ERR_DURABLE_RUN_ID_INVALID" and "at most 255" in caught.value.message
+        assert caught.value.hint and "shorter run id" in caught.value.hint
+    assert sorted(os.listdir(directory)) == before
+
+
 def test_names_no_writer_produces_are_not_runs() -> None:
     assert run_of_stem("order%3aA-4") is None  # lower-case hex: not encodeURIComponent's spelling
     assert run_of_stem("a b") is None
