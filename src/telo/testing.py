@@ -14,6 +14,8 @@ And helpers to call from a test (or from any code holding an :class:`~telo.api.A
 * :func:`settle` — fire a run's durable sleeps instantly: while it is parked on time, jump the clock to its
   due time and continue it; returns its :class:`~telo.api.RunResult` once it settles or waits for a delivery;
 * :func:`deliver` — deliver a payload and wait for the run it continues to come to rest;
+* :func:`wait_parked` — wait until a run (started elsewhere: another thread, a worker, ``App.start``) parks,
+  optionally on a given token, and return its status — instead of a hand-written polling loop;
 * :func:`assert_replayed` — the last execution of a resumed run replayed its finished steps instead of
   re-running them (from the run's ``replayedSteps`` and the dispatch events: a replayed step emits no
   ``<target>.Invoked``).
@@ -34,11 +36,13 @@ import pytest
 from telo.clock import SYSTEM_CLOCK  # (real time: a test's timeouts are in real seconds whatever its fake clock says)
 
 if TYPE_CHECKING:
-    from telo.api import App, RunResult
+    from telo.api import App, RunResult, RunStatus
     from telo.clock import FakeClock
     from telo.runtime.app import Application
 
-__all__ = ["advance", "assert_replayed", "deliver", "settle", "track"]
+__all__ = ["advance", "assert_replayed", "deliver", "settle", "track", "wait_parked"]
+
+POLL_S = 0.02  # how often wait_parked reads the run's record again (real seconds)
 
 _RUN_EVENTS = ("RunCompleted", "RunFailed", "RunParked", "RunCancelled", "RunRunning")
 
@@ -130,6 +134,41 @@ def deliver(app: App, token: str, payload: Any = None, *, timeout: float = 30.0)
     if not delivery.delivered or delivery.run_id is None:
         raise AssertionError(f"no run is parked on token {token!r} (or it was delivered already)")
     return _rest(app, delivery.run_id, SYSTEM_CLOCK.monotonic() + timeout)
+
+
+def wait_parked(app: App, run: Any, *, token: str | None = None, timeout: float = 30.0) -> RunStatus:
+    """Wait until ``run`` is parked — on ``token`` when given (a run that parks on another token first, e.g. an
+    earlier approval, is waited through) — and return its :class:`~telo.api.RunStatus`. A run not admitted
+    yet is waited for too (it may be starting on another thread). Fails with the run's last status if it
+    settles first, or is not parked so within ``timeout`` real seconds."""
+    import time
+
+    from telo.errors import Code, TeloError
+
+    deadline = SYSTEM_CLOCK.monotonic() + timeout
+    seen: RunStatus | None = None
+    while True:
+        try:
+            seen = app.status(run)
+        except TeloError as exc:
+            if exc.code != Code.DURABLE_RUN_NOT_FOUND:
+                raise
+        if seen is not None:
+            parked = seen.parked
+            if seen.status == "parked" and parked is not None and (token is None or parked.token == token):
+                return seen
+            if seen.settled:
+                why = f" ({seen.error.code}: {seen.error.message})" if seen.error is not None else ""
+                raise AssertionError(f"run {run} {seen.status} without parking{_on(token)}{why}")
+        if SYSTEM_CLOCK.monotonic() >= deadline:
+            where = "it does not exist" if seen is None else f"it is {seen.status}" + (
+                f" at {seen.parked.path} (token {seen.parked.token})" if seen.parked is not None else "")
+            raise AssertionError(f"run {run} was not parked{_on(token)} within {timeout:g} s: {where}")
+        time.sleep(POLL_S)
+
+
+def _on(token: str | None) -> str:
+    return "" if token is None else f" on token {token!r}"
 
 
 # --- replay tracking ---------------------------------------------------------------------------------------

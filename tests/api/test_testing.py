@@ -209,3 +209,51 @@ def test_the_fake_clock_starts_at_the_real_now(telo_clock: FakeClock, telo_journ
     assert record.status == "completed", record
     assert record.updated_at is not None and record.created_at is not None
     assert record.updated_at >= record.created_at
+
+
+def test_wait_parked_waits_for_a_run_started_elsewhere_and_for_its_token(telo_app: Callable[..., telo.App]) -> None:
+    from telo.builder import invoke
+    from telo.testing import wait_parked
+
+    app = telo_app(MANIFEST)
+    app.workflow("twice", [invoke("first", "approval", {"id": "t-1"}), invoke("second", "approval", {"id": "t-2"})],
+                 run_id="twice")
+    app.start("twice")  # returns at once: the run parks in the background
+    first = wait_parked(app, "twice")
+    assert first.parked is not None and first.parked.token == "approve:t-1"
+    app.deliver("approve:t-1", {"ok": 1})  # continues in the background, parks again on the next token
+    second = wait_parked(app, "twice", token="approve:t-2")
+    assert second.status == "parked" and second.parked is not None and second.parked.path == "steps/second"
+    with pytest.raises(AssertionError, match=r"not parked on token 'approve:nope' within 0.2 s: it is parked at "
+                       r"steps/second \(token approve:t-2\)"):
+        wait_parked(app, "twice", token="approve:nope", timeout=0.2)
+    with pytest.raises(AssertionError, match=r"run nobody was not parked within 0\.1 s: it does not exist"):
+        wait_parked(app, "nobody", timeout=0.1)
+    app.cancel("twice")
+    with pytest.raises(AssertionError, match="run twice cancelled without parking on token 'approve:t-3'"):
+        wait_parked(app, "twice", token="approve:t-3")
+
+
+def test_a_test_loads_the_manifest_under_test_and_adds_its_own_resources(tmp_path: Path,
+                                                                         telo_app: Callable[..., telo.App]) -> None:
+    """The supported way for a test to reuse the workflow manifest under test: load that file (its relative
+    paths resolve against it) and add test-only workflows with the builder, which invoke its resources by name.
+    A test *manifest* cannot import it: ``imports:`` takes a Telo.Library, and an imported library's resources
+    are not instantiated (dispatching one is ERR_RESOURCE_NOT_INVOKABLE) — docs/python-api.md says so."""
+    from telo.builder import cel, invoke
+    from telo.manifest import ManifestLoadError
+    from telo.testing import wait_parked
+
+    (tmp_path / "app").mkdir()
+    under_test = tmp_path / "app" / "orders.yaml"
+    under_test.write_text(MANIFEST)
+    app = telo_app(under_test)
+    app.workflow("probe", [invoke("w", "work", {"label": cel("'probe ' + inputs.id")})],
+                 inputs={"id": cel("inputs.id")})
+    assert app.run("probe", {"id": "1"}).step("w") == "did probe 1"
+    app.start("order", {"id": "p-1"})
+    assert wait_parked(app, "order:p-1", token="approve:p-1").parked is not None
+    (tmp_path / "t.yaml").write_text("kind: Telo.Application\nmetadata: { name: T }\n"
+                                     "imports: { App: ./app/orders.yaml }\n")
+    with pytest.raises(ManifestLoadError, match=r"not a Telo\.Library"):
+        telo.load(tmp_path / "t.yaml")

@@ -29,7 +29,17 @@ so :meth:`~AsyncApp.run` returns as soon as a run parks on time; advance the clo
 from __future__ import annotations
 
 from telo.api.aio import AsyncApp
-from telo.api.results import Delivery, JournalEntry, RunError, RunRef, RunResult, RunStatus
+from telo.api.results import (
+    Delivery,
+    JournalEntry,
+    Resolution,
+    RunError,
+    RunList,
+    RunRef,
+    RunResult,
+    RunStatus,
+    Scheduled,
+)
 from telo.api.sync import App, load
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import Parked
@@ -41,9 +51,12 @@ __all__ = [
     "Delivery",
     "JournalEntry",
     "Parked",
+    "Resolution",
     "RunError",
+    "RunList",
     "RunRef",
     "RunResult",
     "RunStatus",
+    "Scheduled",
     "load",
 ]

@@ -2,22 +2,13 @@
 coroutines, on the event loop you await them from (``AsyncApp.load(...)``; ``async with`` closes it). Async
 ``@telo.kind`` functions then run on your loop. :class:`telo.api.sync.App` offers the same methods blocking.
 
-Addressing goes through :mod:`telo.operations` (the rules the CLI and the dashboard use too); what is this
-class's own is running the application in-process: starting runs, and continuing the ones it made ready.
-
-Runs are addressed as in the CLI: by run id (a ``str`` or the :class:`RunRef` :meth:`AsyncApp.start`
-returned) in the application's journal. ``journal=`` names a journal the way ``--journal`` does (a SQLite
-file, a file-journal directory, ``postgresql://…``, ``memory:``) and replaces the journal of every journal
-resource of the manifest: runs are written there and every addressing method reads it.
-
-Results are the frozen dataclasses of :mod:`telo.api.results`.
-
-Operations that make a run ready to continue — :meth:`~AsyncApp.deliver`, :meth:`~AsyncApp.resume`,
-:meth:`~AsyncApp.fork`, :meth:`~AsyncApp.restore` — also continue it in this process, in the background,
-when the run's workflow is one of this application's (pass ``continue_run=False`` to only record, like the
-CLI). With a clock other than the system clock (``clock=FakeClock()`` in tests) time does not pass by itself,
-so :meth:`~AsyncApp.run` returns as soon as a run parks on time; advance the clock and call
-:meth:`~AsyncApp.run_due` (see :mod:`telo.testing`).
+Addressing goes through :mod:`telo.operations` (the rules the CLI and the dashboard use too; the operator's
+methods are in :mod:`telo.api.operator`); what is this module's own is running the application in-process:
+starting runs, continuing the ones it made ready, recovering due runs on start, and serving as a worker.
+Runs are addressed by run id (a ``str`` or a :class:`RunRef`) in the application's journal; ``journal=``
+replaces the journal of every journal resource of the manifest (see :mod:`telo.api`). With a clock other than
+the system clock (``FakeClock()`` in tests) time does not pass by itself: :meth:`~AsyncApp.run` returns as
+soon as a run parks on time; advance the clock and call :meth:`~AsyncApp.run_due` (see :mod:`telo.testing`).
 """
 
 from __future__ import annotations
@@ -29,29 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from telo.api.documents import POSITION, add_documents, load_source, with_journal
+from telo.api.operator import OperatorActions
 from telo.api.results import (
-    Delivery,
-    JournalEntry,
     RunLike,
     RunRef,
     RunResult,
     RunStatus,
+    Scheduled,
     Wait,
-    journal_entries,
     run_id,
     run_result,
     run_status,
     seconds,
 )
 from telo.clock import SYSTEM_CLOCK, Clock, SystemClock
+from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code, TeloError
-from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
 from telo.kinds.workflow import Workflow
 from telo.manifest import Manifest, Pos, ResourceDecl
-from telo.operations import actions, runs
+from telo.operations import runs, starting, worker
 from telo.operations.journals import only_journal, open_journal
 from telo.operations.starting import find_workflow
 from telo.runtime.app import Application
@@ -65,13 +55,16 @@ POLL_S = 0.02  # how often a wait re-reads a run record
 # --- AsyncApp ----------------------------------------------------------------------------------------------
 
 
-class AsyncApp:
-    """A loaded manifest whose durable runs you start and address with coroutines (see the module docstring).
+class AsyncApp(OperatorActions):
+    """A loaded manifest whose durable runs you start and address with coroutines (see the module docstring;
+    the operator's methods — ``runs``, ``deliver``, ``resolve``, ``fork`` … — are :mod:`telo.api.operator`'s).
 
-    Resources are created and initialised on first use (any coroutine method), in the running event loop.
+    Resources are created and initialised on first use (any coroutine method), in the running event loop;
+    with ``recover=True`` that first use also continues the due runs of its workflows (:meth:`recover`).
     """
 
-    def __init__(self, application: Application, *, journal: Store | None = None, owns_journal: bool = False) -> None:
+    def __init__(self, application: Application, *, journal: Store | None = None, owns_journal: bool = False,
+                 recover: bool = False) -> None:
         from telo import observability
 
         observability.trace_from_environment()  # TELO_OTEL, read once per process (docs/observability.md)
@@ -86,24 +79,33 @@ class AsyncApp:
         self._pending: list[ResourceDecl] = []
         self._inflight: dict[str, asyncio.Future[Any]] = {}
         self._start_lock: asyncio.Lock | None = None
+        self._recover = recover
+        self._serving: set[asyncio.Task[Any]] = set()
         from telo.journal.claims import Holder
 
         self._holder = Holder.for_this_process("api").to_text()  # run_due's claims: not the workflows' own
 
     @classmethod
-    def load(cls, source: str | Path, *, env: Mapping[str, str] | None = None, journal: str | None = None,
-             clock: Clock | None = None) -> AsyncApp:
+    def load(cls, source: str | Path | None, *, env: Mapping[str, str] | None = None, journal: str | None = None,
+             clock: Clock | None = None, recover: bool = False) -> AsyncApp:
         """Load a manifest file, or YAML text (a string containing a newline or ``kind:``; relative paths in
-        it resolve against the current directory). Raises :class:`telo.manifest.ManifestLoadError` listing
-        every problem. ``env`` replaces ``os.environ`` for ``variables``/``secrets``."""
+        it resolve against the current directory), or None — no YAML: add workflows with the builder, and
+        name the journal (``journal=`` is required then, so runs never land in a file nobody chose). Raises
+        :class:`telo.manifest.ManifestLoadError` listing every problem. ``env`` replaces ``os.environ`` for
+        ``variables``/``secrets``. ``recover=True``: when the application starts (its first use), continue its
+        workflows' due runs, as DBOS's ``launch()`` recovers pending workflows — opt-in, because another
+        process (a worker) may be the one meant to."""
         clock = clock or SYSTEM_CLOCK
+        if source is None and journal is None:
+            raise TeloError(Code.JOURNAL_REQUIRED, "an application without a manifest needs journal=",
+                            hint="telo.load(None, journal='runs.db') (or memory:, postgresql://…)")
         manifest = load_source(source, env)
         # It starts runs, so it may create the journal it names (telo.operations.journals).
         store = None if journal is None else open_journal(journal, create=True, clock=clock)
         from telo.kinds.controllers import CONTROLLERS
 
         return cls(Application(manifest, controllers=CONTROLLERS, clock=clock), journal=store,
-                   owns_journal=store is not None)
+                   owns_journal=store is not None, recover=recover)
 
     def _use_journal(self, resource: Resource) -> None:
         if isinstance(resource, Journal) and self.journal_store is not None:
@@ -146,6 +148,8 @@ class AsyncApp:
                 self._pending.clear()  # start() creates every declared resource, the added ones too
                 await self.application.start()
                 self._started = True
+                if self._recover:
+                    await self._recover_due()
             elif self._pending:
                 await self._create(self._pending)
                 self._pending = []
@@ -161,6 +165,7 @@ class AsyncApp:
         if self._closed:
             return
         self._closed = True
+        await self._stop_serving()
         if self._started:
             for run, fut in list(self._inflight.items()):
                 while not fut.done() and await self._executing(run):
@@ -173,6 +178,12 @@ class AsyncApp:
             await self.application.close()
         if self._owns_journal and self.journal_store is not None:
             await asyncio.to_thread(self.journal_store.close)
+
+    async def _stop_serving(self) -> None:
+        """Cancel every :meth:`serve` still going and wait while the executions each started come to rest."""
+        for task in list(self._serving):
+            task.cancel()
+            await asyncio.wait({task})
 
     async def _executing(self, run: str) -> bool:
         record = await asyncio.to_thread(self._store().read_run, run)
@@ -326,70 +337,6 @@ class AsyncApp:
         bound = seconds(timeout)
         return await self._rest(run_id(run), None if bound is None else SYSTEM_CLOCK.monotonic() + bound)
 
-    async def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
-        """Deliver ``payload`` to the run parked on ``token`` (validated against the schema its Await recorded
-        first, ``ERR_DURABLE_PAYLOAD_INVALID``); the run then continues in this process (``continue_run``)."""
-        await self._ready()
-        out = await asyncio.to_thread(actions.deliver, self._store(), token, payload)
-        if not out.delivered or out.run is None:
-            return Delivery(False)
-        continued = continue_run and await self._continue(out.run, background=True)
-        return Delivery(True, out.run, continued)
-
-    async def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
-        """Cancel the run (a body executing now stops at its next step); false if it had already settled."""
-        await self._ready()
-        return (await asyncio.to_thread(actions.cancel, self._store(), run_id(run), reason)).cancelled
-
-    async def resume(self, run: RunLike, *, force: bool = False, reason: str = "resumed by operator",
-                     continue_run: bool = True) -> bool:
-        """Continue a parked run now, an operator override recorded in the journal (``telo resume``); a run
-        held because its manifest changed continues only with ``force``. False, with nothing written, for a run a
-        resume would not move: settled, not parked, or waiting for ``resolve`` or ``deliver`` (``telo resume``'s
-        rule, :func:`telo.operations.actions.resume`; :meth:`status` shows where it waits)."""
-        await self._ready()
-        target = run_id(run)
-        out = await asyncio.to_thread(lambda: actions.resume(self._store(), target, reason, self.clock.now_ms(),
-                                                             force=force))
-        if not out.resumed:
-            return False
-        if continue_run:
-            await self._continue(target, background=True)
-        return True
-
-    async def fork(self, run: RunLike, checkpoint: int | Checkpoint, new_run: str | None = None, *,
-                   continue_run: bool = True) -> RunRef:
-        """Copy the run's state at ``checkpoint`` into a new run (``new_run``, default ``<run>:fork:<8 hex>``),
-        leaving the original untouched; the copy continues from there."""
-        await self._ready()
-        out = await asyncio.to_thread(actions.fork, self._store(), run_id(run), checkpoint, new_run)
-        if continue_run:
-            await self._continue(out.run, background=True)
-        return RunRef(out.run, out.workflow, True, out.status)
-
-    async def restore(self, run: RunLike, checkpoint: int | Checkpoint, *, reason: str = "restored by operator",
-                      continue_run: bool = True) -> RunStatus:
-        """Roll the run back to ``checkpoint`` as a new journal epoch: the steps after it execute again."""
-        await self._ready()
-        target = run_id(run)
-        await asyncio.to_thread(lambda: actions.restore(self._store(), target, checkpoint, reason=reason,
-                                                        clock=self.clock))
-        if continue_run:
-            await self._continue(target, background=True)
-        return await self.status(target)
-
-    async def checkpoints(self, run: RunLike) -> list[Checkpoint]:
-        """The states the run can be restored to or forked from (its start, each step, each snapshot)."""
-        await self._ready()
-        return await asyncio.to_thread(runs.checkpoints, self._store(), run_id(run))
-
-    async def journal(self, run: RunLike) -> list[JournalEntry]:
-        """The run's journal entries in log order, values decoded."""
-        await self._ready()
-        target = run_id(run)
-        await self._read(target)
-        return journal_entries(target, await asyncio.to_thread(self._store().read_entries, target))
-
     async def run_due(self, limit: int = 100) -> int:
         """Continue every due run of this application's workflows now, each to its next rest (what a worker's
         sweep does: a delivered, resumed or time-parked run whose time has come); returns how many ran."""
@@ -401,4 +348,53 @@ class AsyncApp:
                 count += 1
         return count
 
+    async def recover(self, limit: int = 1000) -> int:
+        """Continue, in the background, every run of this application's workflows that is due now — a time
+        park whose hour has come, a delivered or resumed run, a scheduled run, a run whose executing process
+        died or whose claim lapsed — as DBOS's ``launch()`` recovers pending workflows; returns how many.
+        ``load(..., recover=True)`` does this when the application starts. Runs of other workflows in the
+        journal are left for their own application or worker."""
+        await self._ready()
+        return await self._recover_due(limit)
 
+    async def _recover_due(self, limit: int = 1000) -> int:
+        due = await asyncio.to_thread(self._store().due_runs, self.clock.now_ms(), limit)
+        count = 0
+        for run in due:
+            if await self._continue(run, background=True):
+                count += 1
+        return count
+
+    async def schedule(self, workflow: str, inputs: Mapping[str, Any] | None = None, *, after: Wait = None,
+                       at: Any = None, run_id: str | None = None) -> Scheduled:
+        """Admit a ``scheduled`` run of ``workflow`` (``telo schedule``), due ``after`` a while (seconds,
+        ``"15m"``, a ``timedelta``) or ``at`` a time (epoch ms, ``datetime``, ``Timestamp``, RFC 3339); exactly one.
+        Nothing executes now: :meth:`serve`, a ``telo worker``, :meth:`run_due` or :meth:`recover` starts it
+        when it is due. ``run_id`` defaults to the workflow's ``runId`` rule; a run id that exists already is
+        answered ``scheduled=False`` with that run's status, and nothing is written."""
+        await self._ready()
+        due = starting.due_ms(after, at, self.clock.now_ms())
+        out = await starting.schedule(self.application, workflow, dict(inputs or {}), run_id, due)
+        return Scheduled(out.run, out.workflow, out.scheduled, out.status, out.due_at)
+
+    async def serve(self, *, concurrency: int = DEFAULT_CONCURRENCY, interval: Wait = 1.0,
+                    until_idle: bool = False) -> None:
+        """Be a worker for this application's workflows until stopped: claim their due runs and continue them,
+        at most ``concurrency`` at once, sweeping every ``interval`` (seconds or ``"1s"``) — ``telo worker``'s
+        own loop (:func:`telo.operations.worker.serve`), so claims keep it safe beside other workers.
+
+        Stop it by cancelling its task (``close()`` does), or pass ``until_idle=True`` to return once nothing
+        is running or due (under a fake clock: due now — advance the clock first). When it stops, the
+        executions it started come to rest first: a stop never cuts a step short."""
+        await self._ready()
+        task = asyncio.current_task()
+        if task is not None:
+            self._serving.add(task)
+        try:
+            bound = seconds(interval)
+            await worker.serve(self.application, interval=max(1, int((bound or 1.0) * 1000)), until_idle=until_idle,
+                               concurrency=concurrency,
+                               idle_horizon_ms=0 if self._fake_clock else worker.IDLE_HORIZON_MS)
+        finally:
+            if task is not None:
+                self._serving.discard(task)

@@ -25,12 +25,26 @@ INLINE_SOURCE = "inline-manifest.yaml"  # the source name (in the cwd) of a mani
 POSITION = "__telo_pos__"  # the key-free attribute a builder document keeps its Python position in
 
 
-def load_source(source: str | Path, env: Mapping[str, str] | None) -> Manifest:
+EMPTY_APPLICATION = """\
+kind: Telo.Application
+metadata: { name: App }
+imports: { Local: durable-local, Durable: durable, Run: run, Journal: durable-journal-sqlite }
+---
+kind: Journal.Journal
+metadata: { name: journal }
+path: ./journal.db
+"""  # telo.load(None, journal=…): its one journal resource is there for builder workflows; journal= replaces it
+
+
+def load_source(source: str | Path | None, env: Mapping[str, str] | None) -> Manifest:
     """A manifest file, or YAML text (a string containing a newline or ``kind:``; relative paths in it resolve
-    against the current directory)."""
+    against the current directory), or None: an application with no YAML of its own, whose workflows are all
+    built in Python — :data:`EMPTY_APPLICATION`, one journal resource for them to use."""
     from telo.analysis import cel_checker
 
     text: str | None = None
+    if source is None:
+        source = EMPTY_APPLICATION
     if isinstance(source, str) and ("\n" in source or "kind:" in source):
         text, path = source, Path.cwd() / INLINE_SOURCE
     else:

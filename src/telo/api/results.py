@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -58,6 +58,52 @@ class RunStatus:
     def settled(self) -> bool:
         """Completed, failed or cancelled: nothing will change it (short of a restore)."""
         return self.status in ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class RunList:
+    """A page of runs, newest first (``telo runs list``); iterate it for its :class:`RunStatus` rows. ``next`` is
+    the cursor of the page after it (pass it as ``after=``), None on the last page."""
+
+    runs: tuple[RunStatus, ...]
+    next: str | None = None
+
+    def __iter__(self) -> Iterator[RunStatus]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.run_id for r in self.runs]
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduled:
+    """What :meth:`AsyncApp.schedule` did (``telo schedule``): ``scheduled`` is false when a run with that id
+    exists already (``status`` is then that run's, and nothing was written)."""
+
+    run_id: str
+    workflow: str
+    scheduled: bool
+    status: str
+    due_at: int | None = None  # epoch ms
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """What :meth:`AsyncApp.resolve` recorded (``telo resolve``): the answer to the unconfirmed effect at
+    ``path`` (``{"action", "by", "at", "value"?}``) and whether the run was continued in this process."""
+
+    run_id: str
+    path: str
+    action: str  # redrive | skip | fail
+    resolution: Any = None
+    continued: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +180,11 @@ def run_status(view: RunView) -> RunStatus:
     return RunStatus(record.run, record.status, record.workflow, record.due_at, record.parked,
                      run_error(record.error), claim.holder if claim else None, claim.until if claim else None,
                      unconfirmed, record.created_at, record.updated_at)
+
+
+def record_status(record: RunRecord) -> RunStatus:
+    """A :class:`RunStatus` from the record alone (a listing's row): no log is read, so no unconfirmed effects."""
+    return run_status(RunView(record))
 
 
 def seconds(wait: Wait) -> float | None:

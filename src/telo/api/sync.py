@@ -5,16 +5,31 @@ a background thread, so a run it starts keeps executing while your code does oth
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
 import threading
 from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from telo.api.aio import AsyncApp
-from telo.api.results import Delivery, JournalEntry, RunLike, RunRef, RunResult, RunStatus, Wait
+from telo.api.results import (
+    Delivery,
+    JournalEntry,
+    Resolution,
+    RunLike,
+    RunList,
+    RunRef,
+    RunResult,
+    RunStatus,
+    Scheduled,
+    Wait,
+)
 from telo.clock import Clock
+from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
+from telo.journal.model import NO_VALUE
 from telo.manifest import Manifest
 from telo.runtime.app import Application
 
@@ -33,19 +48,30 @@ class App:
         self._closed = False
 
     @classmethod
-    def load(cls, source: str | Path, *, env: Mapping[str, str] | None = None, journal: str | None = None,
-             clock: Clock | None = None) -> App:
-        """See :meth:`AsyncApp.load`."""
-        return cls(AsyncApp.load(source, env=env, journal=journal, clock=clock))
+    def load(cls, source: str | Path | None, *, env: Mapping[str, str] | None = None, journal: str | None = None,
+             clock: Clock | None = None, recover: bool = False) -> App:
+        """See :meth:`AsyncApp.load`; with ``recover=True`` the application starts, and its due runs are
+        continued, before this returns."""
+        app = cls(AsyncApp.load(source, env=env, journal=journal, clock=clock, recover=recover))
+        if recover:
+            try:
+                app._call(app.aio._ready())
+            except BaseException:
+                app.close()
+                raise
+        return app
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a sync telo.App method was called from its own event loop; use app.aio")
         if self._closed:
             coro.close()
             raise TeloError(Code.APP_CLOSED, "this App is closed", hint="load the manifest again")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._submit(coro).result()
 
     def _sync(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         async def call() -> Any:  # on the loop: the application is only ever touched from its own thread
@@ -95,6 +121,22 @@ class App:
         """See :meth:`AsyncApp.wait`."""
         return self._call(self.aio.wait(run, timeout))
 
+    def runs(self, status: str | None = None, workflow: str | None = None, since: Any = None, limit: int = 100, *,
+             after: str | None = None) -> RunList:
+        """See :meth:`AsyncApp.runs`."""
+        return self._call(self.aio.runs(status, workflow, since, limit, after=after))
+
+    def schedule(self, workflow: str, inputs: Mapping[str, Any] | None = None, *, after: Wait = None,
+                 at: Any = None, run_id: str | None = None) -> Scheduled:
+        """See :meth:`AsyncApp.schedule`."""
+        return self._call(self.aio.schedule(workflow, inputs, after=after, at=at, run_id=run_id))
+
+    def resolve(self, run: RunLike, path: str, *, redrive: bool = False, skip_with: Any = NO_VALUE,
+                fail: bool = False, continue_run: bool = True) -> Resolution:
+        """See :meth:`AsyncApp.resolve`."""
+        return self._call(self.aio.resolve(run, path, redrive=redrive, skip_with=skip_with, fail=fail,
+                                           continue_run=continue_run))
+
     def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
         """See :meth:`AsyncApp.deliver`."""
         return self._call(self.aio.deliver(token, payload, continue_run=continue_run))
@@ -130,6 +172,28 @@ class App:
         """See :meth:`AsyncApp.run_due`."""
         return self._call(self.aio.run_due(limit))
 
+    def recover(self, limit: int = 1000) -> int:
+        """See :meth:`AsyncApp.recover`."""
+        return self._call(self.aio.recover(limit))
+
+    def serve(self, *, concurrency: int = DEFAULT_CONCURRENCY, interval: Wait = 1.0, until_idle: bool = False) -> None:
+        """:meth:`AsyncApp.serve`, blocking until it stops: with ``until_idle``, once nothing is running or due;
+        otherwise on Ctrl-C (``KeyboardInterrupt``), which stops it gracefully — the executions it started come
+        to rest first — and returns, or when another thread calls :meth:`close`."""
+        fut = self._submit(self.aio.serve(concurrency=concurrency, interval=interval, until_idle=until_idle))
+        try:
+            while True:  # a short wait at a time: a blocked result() would not see Ctrl-C until it returned
+                try:
+                    return fut.result(timeout=0.1)
+                except concurrent.futures.TimeoutError:
+                    continue
+        except KeyboardInterrupt:
+            self._call(self.aio._stop_serving())  # waits while its executions come to rest (a 2nd Ctrl-C: at once)
+            with contextlib.suppress(concurrent.futures.CancelledError):
+                fut.result()
+        except concurrent.futures.CancelledError:
+            return  # close() stopped it
+
     def close(self) -> None:
         """See :meth:`AsyncApp.close`; then stops the background loop. Idempotent."""
         if self._closed:
@@ -149,8 +213,8 @@ class App:
         self.close()
 
 
-def load(source: str | Path, *, env: Mapping[str, str] | None = None, journal: str | None = None,
-         clock: Clock | None = None) -> App:
+def load(source: str | Path | None, *, env: Mapping[str, str] | None = None, journal: str | None = None,
+         clock: Clock | None = None, recover: bool = False) -> App:
     """Load a manifest (a path, or YAML text) as a synchronous :class:`App`; see :meth:`AsyncApp.load`."""
-    return App.load(source, env=env, journal=journal, clock=clock)
+    return App.load(source, env=env, journal=journal, clock=clock, recover=recover)
 

@@ -9,14 +9,17 @@ dashboard read through these, so they answer the same question the same way.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from telo.clock import SYSTEM_CLOCK
 from telo.durable.operator import UnconfirmedEffect, is_held, require_run, unconfirmed_effects
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint, Event
-from telo.journal.model import RunFilter, RunPage, RunRecord
+from telo.journal.model import STATUSES, RunFilter, RunPage, RunRecord
 from telo.journal.store import Store
 
 POLL_S = 0.1  # how often a wait for a run to settle reads its record again
@@ -72,6 +75,34 @@ async def wait_settled(store: Store, run: str, seconds: float | None, *, poll_s:
         await asyncio.sleep(poll_s)
 
 
+def since_ms(since: Any, now_ms: int) -> int:
+    """A listing's ``since`` as epoch ms: epoch ms (an int or digits), a ``datetime``, a
+    :class:`~telo.values.Timestamp`, RFC 3339 text, or a duration back from ``now_ms`` (``90m``, ``2h``, ``1d``,
+    as ``telo runs list --since`` reads it). ``ERR_INVALID_VALUE`` for anything else."""
+    from telo.kinds.addressing import duration_ms, instant_ms
+
+    if isinstance(since, datetime.datetime):
+        return int(since.timestamp() * 1000)
+    if isinstance(since, str) and since.isdigit():
+        return int(since)
+    try:
+        return instant_ms(since, Code.INVALID_VALUE, "since")
+    except TeloError:
+        if not isinstance(since, str):
+            raise
+    return now_ms - duration_ms(since, "since")
+
+
+def check_filter(flt: RunFilter) -> None:
+    """Refuse a listing the CLI's options would not let through (an unknown status, a limit below 1), rather
+    than answer "no runs" (``ERR_INVALID_VALUE``)."""
+    if flt.status is not None and flt.status not in STATUSES:
+        raise TeloError(Code.INVALID_VALUE, f"status: {flt.status!r} is not a run status",
+                        hint=f"one of {', '.join(STATUSES)}")
+    if flt.limit < 1:
+        raise TeloError(Code.INVALID_VALUE, f"limit: {flt.limit} is below 1")
+
+
 def list_runs(store: Store, flt: RunFilter) -> RunPage:
     """One page of runs, newest first (``flt.after`` is the previous page's ``next``)."""
     return store.list_runs(flt)
@@ -100,6 +131,6 @@ def resolve_checkpoint(store: Store, run: str, checkpoint: int | str | Checkpoin
     found = [c.seq for c in eventlog.checkpoints(store, run) if c.path == checkpoint]
     if not found:
         raise TeloError(Code.CHECKPOINT_NOT_FOUND, f"run {run!r} has no checkpoint at {checkpoint!r}",
-                        hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their "
-                        "seq numbers or paths", data={"run": run, "checkpoint": checkpoint})
+                        hint=f"list the run's checkpoints with `telo runs checkpoints {shlex.quote(run)}` and pass one "
+                        "of their seq numbers or paths", data={"run": run, "checkpoint": checkpoint})
     return max(found)

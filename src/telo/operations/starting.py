@@ -9,6 +9,7 @@ manifest's targets and the Python API's ``start`` directly; both name the workfl
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,26 @@ class Scheduled:
     workflow: str
     status: str
     due_at: int | None = None
+
+
+def due_ms(after: Any, at: Any, now_ms: int) -> int:
+    """When a scheduled run is due, from exactly one of ``after`` (a duration from ``now_ms``: ``90s``, ``2h``,
+    or a number of seconds, or a ``timedelta``) and ``at`` (epoch ms, a ``datetime``, a
+    :class:`~telo.values.Timestamp`, or RFC 3339 text); ``ERR_DURABLE_SCHEDULE_INVALID`` otherwise."""
+    from telo.kinds.addressing import duration_ms, instant_ms
+
+    if (after is None) == (at is None):
+        raise TeloError(Code.DURABLE_SCHEDULE_INVALID, "give exactly one of after= and at=",
+                        hint="after='15m' (or seconds), or at= a timestamp or epoch ms")
+    if after is not None:
+        if isinstance(after, datetime.timedelta):
+            return now_ms + int(after.total_seconds() * 1000)
+        if isinstance(after, int | float) and not isinstance(after, bool):
+            return now_ms + int(after * 1000)  # seconds, as every wait of the Python API
+        return now_ms + duration_ms(after, "after")
+    if isinstance(at, datetime.datetime):
+        return int(at.timestamp() * 1000)
+    return instant_ms(int(at) if isinstance(at, str) and at.isdigit() else at, Code.DURABLE_SCHEDULE_INVALID, "at")
 
 
 async def schedule(app: Application, workflow: str, inputs: Mapping[str, Any], run_id: str | None,

@@ -22,13 +22,29 @@ from telo.runtime.app import Application
 
 log = logging.getLogger("telo.durable")
 
-IDLE_HORIZON_MS = 60_000
+IDLE_HORIZON_MS = 60_000  # --until-idle waits for a run due this soon (a fake clock's App.serve: 0, due now)
 
 
 async def run_worker(manifest: str, *, interval: str = "1s", until_idle: bool = False,
                      concurrency: int = DEFAULT_CONCURRENCY) -> int:
     app = load_application(manifest)
     await app.start()
+    try:
+        await serve(app, interval=interval, until_idle=until_idle, concurrency=concurrency)
+        await app.wait_holds()
+        return app.exit_code
+    finally:
+        await app.close()
+
+
+async def serve(app: Application, *, interval: str | int = "1s", until_idle: bool = False,
+                concurrency: int = DEFAULT_CONCURRENCY, idle_horizon_ms: int = IDLE_HORIZON_MS) -> None:
+    """Continue due runs of every workflow of ``app`` (started) until the process drains, the task is cancelled,
+    or — ``until_idle`` — nothing is running or due within ``idle_horizon_ms``. ``interval``: a duration text,
+    or milliseconds. ``telo worker`` and ``App.serve()`` are this loop, so they claim and continue alike.
+
+    When it stops, the executions it started are waited for, so a cancel never cuts a step short: each comes
+    to rest on its own (or halts at its next step while the process drains) and writes its receipt."""
     slots = Slots(concurrency)
     resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None, slots)
                 for wf in app.resources.values() if isinstance(wf, Workflow)]
@@ -36,16 +52,16 @@ async def run_worker(manifest: str, *, interval: str = "1s", until_idle: bool = 
         if not until_idle:
             await asyncio.gather(*(r.loop() for r in resumers))
         else:
-            await _until_idle(resumers, slots)
-        await app.wait_holds()
-        return app.exit_code
+            await _until_idle(resumers, slots, idle_horizon_ms)
     finally:
         for r in resumers:
             await r.teardown()
-        await app.close()
+        executing = [task for r in resumers for task in r.active]
+        if executing:
+            await asyncio.wait(executing)
 
 
-async def _until_idle(resumers: list[Resumer], slots: Slots) -> None:
+async def _until_idle(resumers: list[Resumer], slots: Slots, horizon_ms: int) -> None:
     """Keep the slots full until no run is executing, none could be claimed, and none is due soon."""
     freed = asyncio.Event()
     slots.on_freed(freed.set)
@@ -55,7 +71,7 @@ async def _until_idle(resumers: list[Resumer], slots: Slots) -> None:
         started = [task for r in resumers for task in await r.fill()]
         executing = any(r.active for r in resumers)
         if not started and not executing:
-            if not any(_pending(r) for r in resumers):
+            if not any(_pending(r, horizon_ms) for r in resumers):
                 return
             await asyncio.sleep(interval)
             continue
@@ -72,7 +88,7 @@ def _ref(app: Application, wf: Workflow) -> object:
     return Ref(wf.name, None, decl.pos)
 
 
-def _pending(resumer: Resumer) -> bool:
+def _pending(resumer: Resumer, horizon_ms: int = IDLE_HORIZON_MS) -> bool:
     """Is some run of this workflow running, or due within the idle horizon? (``--until-idle``)"""
     store = resumer.workflow.journal.store
     now = resumer.app.clock.now_ms()
@@ -82,6 +98,6 @@ def _pending(resumer: Resumer) -> bool:
         if record.status == "running":
             return True
         if record.status in ("scheduled", "parked") and record.due_at is not None \
-                and record.due_at - now < IDLE_HORIZON_MS:
+                and record.due_at - now < horizon_ms:
             return True
     return False

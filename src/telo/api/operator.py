@@ -1,0 +1,151 @@
+"""What an operator does to runs, as :class:`~telo.api.aio.AsyncApp` methods: list them, deliver, cancel,
+resume, resolve, fork, restore, and read checkpoints and journals (``telo runs list``, ``telo deliver`` …).
+
+Each is a call into :mod:`telo.operations` (the rules the CLI and the dashboard use) plus what only an
+in-process application can add: continuing the run it made ready, when its workflow is one of this
+application's. Kept apart from :mod:`telo.api.aio`, which runs the application, so neither grows past what one
+reader holds in mind; :class:`OperatorActions` is a mixin ``AsyncApp`` inherits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import abstractmethod
+from typing import Any
+
+from telo.api.results import (
+    Delivery,
+    JournalEntry,
+    Resolution,
+    RunLike,
+    RunList,
+    RunRef,
+    RunStatus,
+    journal_entries,
+    record_status,
+    run_id,
+)
+from telo.clock import Clock
+from telo.journal.eventlog import Checkpoint
+from telo.journal.model import NO_VALUE, RunFilter, RunRecord
+from telo.journal.store import Store
+from telo.operations import actions, runs
+
+__all__ = ["OperatorActions"]
+
+
+class OperatorActions:
+    """The operator's methods of :class:`~telo.api.aio.AsyncApp` (module docstring); what they need of it is
+    declared here abstract."""
+
+    clock: Clock
+
+    @abstractmethod
+    async def _ready(self) -> None: ...
+
+    @abstractmethod
+    def _store(self) -> Store: ...
+
+    @abstractmethod
+    async def _read(self, run: str) -> RunRecord: ...
+
+    @abstractmethod
+    async def _continue(self, run: str, *, background: bool) -> bool: ...
+
+    @abstractmethod
+    async def status(self, run: RunLike) -> RunStatus: ...
+
+    async def runs(self, status: str | None = None, workflow: str | None = None, since: Any = None,
+                   limit: int = 100, *, after: str | None = None) -> RunList:
+        """A page of runs, newest first (``telo runs list``): filtered by ``status``, ``workflow`` and
+        ``since`` (epoch ms, a ``datetime``/``Timestamp``, RFC 3339 text, or a duration back from now such as
+        ``"2h"``); ``after`` is the previous page's ``next``. Rows come from the run records alone — their
+        ``unconfirmed_effects`` are not read: :meth:`status` one run for those."""
+        await self._ready()
+        flt = RunFilter(status=status, workflow=workflow,
+                        since=None if since is None else runs.since_ms(since, self.clock.now_ms()),
+                        limit=limit, after=after)
+        runs.check_filter(flt)
+        page = await asyncio.to_thread(runs.list_runs, self._store(), flt)
+        return RunList(tuple(record_status(r) for r in page.runs), page.next)
+
+    async def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
+        """Deliver ``payload`` to the run parked on ``token`` (validated against the schema its Await recorded
+        first, ``ERR_DURABLE_PAYLOAD_INVALID``); the run then continues in this process (``continue_run``)."""
+        await self._ready()
+        out = await asyncio.to_thread(actions.deliver, self._store(), token, payload)
+        if not out.delivered or out.run is None:
+            return Delivery(False)
+        continued = continue_run and await self._continue(out.run, background=True)
+        return Delivery(True, out.run, continued)
+
+    async def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
+        """Cancel the run (a body executing now stops at its next step); false if it had already settled."""
+        await self._ready()
+        return (await asyncio.to_thread(actions.cancel, self._store(), run_id(run), reason)).cancelled
+
+    async def resume(self, run: RunLike, *, force: bool = False, reason: str = "resumed by operator",
+                     continue_run: bool = True) -> bool:
+        """Continue a parked run now, an operator override recorded in the journal (``telo resume``); a run
+        held because its manifest changed continues only with ``force``. False, with nothing written, for a run a
+        resume would not move: settled, not parked, or waiting for ``resolve`` or ``deliver`` (``telo resume``'s
+        rule, :func:`telo.operations.actions.resume`; :meth:`status` shows where it waits)."""
+        await self._ready()
+        target = run_id(run)
+        out = await asyncio.to_thread(lambda: actions.resume(self._store(), target, reason, self.clock.now_ms(),
+                                                             force=force))
+        if not out.resumed:
+            return False
+        if continue_run:
+            await self._continue(target, background=True)
+        return True
+
+    async def resolve(self, run: RunLike, path: str, *, redrive: bool = False, skip_with: Any = NO_VALUE,
+                      fail: bool = False, continue_run: bool = True) -> Resolution:
+        """Answer an unconfirmed effect — a step whose outcome a crash left unknown, where the run parked
+        (``telo resolve``): ``redrive=True`` executes it again with the same idempotency key, ``skip_with=VALUE``
+        records VALUE as its result, ``fail=True`` fails the run there; exactly one. The answer is journaled
+        (``status().unconfirmed_effects`` lists it, before and after the run settles) and the run continues in
+        this process (``continue_run``)."""
+        chosen = [a for a, on in (("redrive", redrive), ("skip", skip_with is not NO_VALUE), ("fail", fail)) if on]
+        if len(chosen) != 1:
+            raise ValueError("give exactly one of redrive=True, skip_with=VALUE, fail=True")
+        await self._ready()
+        target = run_id(run)
+        out = await asyncio.to_thread(actions.resolve, self._store(), target, path, chosen[0], skip_with,
+                                      self.clock.now_ms())
+        continued = continue_run and await self._continue(target, background=True)
+        return Resolution(target, path, chosen[0], out.get("resolution"), continued)
+
+    async def fork(self, run: RunLike, checkpoint: int | Checkpoint, new_run: str | None = None, *,
+                   continue_run: bool = True) -> RunRef:
+        """Copy the run's state at ``checkpoint`` into a new run (``new_run``, default ``<run>:fork:<8 hex>``),
+        leaving the original untouched; the copy continues from there."""
+        await self._ready()
+        out = await asyncio.to_thread(actions.fork, self._store(), run_id(run), checkpoint, new_run)
+        if continue_run:
+            await self._continue(out.run, background=True)
+        return RunRef(out.run, out.workflow, True, out.status)
+
+    async def restore(self, run: RunLike, checkpoint: int | Checkpoint, *, reason: str = "restored by operator",
+                      continue_run: bool = True) -> RunStatus:
+        """Roll the run back to ``checkpoint`` as a new journal epoch: the steps after it execute again."""
+        await self._ready()
+        target = run_id(run)
+        await asyncio.to_thread(lambda: actions.restore(self._store(), target, checkpoint, reason=reason,
+                                                        clock=self.clock))
+        if continue_run:
+            await self._continue(target, background=True)
+        return await self.status(target)
+
+    async def checkpoints(self, run: RunLike) -> list[Checkpoint]:
+        """The states the run can be restored to or forked from (its start, each step, each snapshot)."""
+        await self._ready()
+        return await asyncio.to_thread(runs.checkpoints, self._store(), run_id(run))
+
+    async def journal(self, run: RunLike) -> list[JournalEntry]:
+        """The run's journal entries in log order, values decoded."""
+        await self._ready()
+        target = run_id(run)
+        await self._read(target)
+        return journal_entries(target, await asyncio.to_thread(self._store().read_entries, target))
