@@ -2,7 +2,8 @@
 in headless Chromium through Playwright — list → run → deliver form → `telo worker` continues it → completed.
 
 Under CI=true the browser must be there (the test fails otherwise; .ci/run installs Debian's chromium);
-elsewhere the test is skipped when /usr/bin/chromium is absent. Screenshots go to test-artifacts/."""
+elsewhere the test is skipped when /usr/bin/chromium is absent. A screenshot of each page (the runs list, a
+search, a parked run, its deliver form, a completed run, a failed run) goes to test-artifacts/, which CI keeps."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from telo.journal.sqlite import SqliteStore
 from tests.process import telo
-from tests.server.support import MANIFEST, start_ui, stop
+from tests.server.support import MANIFEST, failed_run, start_ui, stop
 
 CHROMIUM = "/usr/bin/chromium"
 ON_CI = os.environ.get("CI") == "true"
@@ -47,6 +49,11 @@ def parked(tmp_path: Path) -> Path:
     (tmp_path / "m.yaml").write_text(MANIFEST)
     out = telo("run", "m.yaml", "--input", "id=b1", cwd=tmp_path)
     assert out.returncode == 4, out.stderr  # parked for the delivery: not settled
+    store = SqliteStore(str(tmp_path / "journal.db"))
+    try:
+        failed_run(store, "batch:f1")  # a fan-out, then a step that failed after retries (another workflow)
+    finally:
+        store.close()
     return tmp_path
 
 
@@ -95,7 +102,21 @@ def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: st
             page.goto(ui + "runs")
             expect(page.locator('a.filter[data-status="parked"] .count')).to_have_text("1")
             expect(page.locator("table.runs")).to_contain_text("flow:b1")
+            expect(page.locator("#live")).to_have_text("live")  # the server-sent event stream is open
             page.screenshot(path=str(ARTIFACTS / "dashboard-runs.png"), full_page=True)
+
+            page.fill("#search-inputs", '"A-17"')
+            page.select_option("#search-status", "failed")
+            page.click("#search-submit")
+            expect(page.locator("table.runs")).to_contain_text("batch:f1")
+            expect(page.locator("table.runs")).not_to_contain_text("flow:b1")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-runs-search.png"), full_page=True)
+            page.get_by_role("link", name="batch:f1").click()
+            expect(page.locator(".failures")).to_contain_text("ERR_CARD_DECLINED")
+            expect(page.locator('tr[data-step="steps/each"]')).to_contain_text("3/3 done")
+            expect(page.locator('tr[data-step="steps/charge"] svg rect')).to_have_count(1)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-run-failed.png"), full_page=True)
+            page.goto(ui + "runs")
 
             page.get_by_role("link", name="flow:b1").click()
             expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1$"))
@@ -103,6 +124,7 @@ def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: st
             expect(page.locator("#deliver-token")).to_have_value("go:b1")
             expect(page.locator("table.journal")).to_contain_text("hello ada")
             page.screenshot(path=str(ARTIFACTS / "dashboard-run-parked.png"), full_page=True)
+            page.locator("#deliver-form").screenshot(path=str(ARTIFACTS / "dashboard-deliver-form.png"))
 
             page.fill("#deliver-payload", '{"by": "eve"}')
             page.click("#deliver-submit")
@@ -110,16 +132,21 @@ def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: st
             expect(page.locator("#run-status")).to_have_text("running")
             expect(page.locator('tr[data-category="delivery"]')).to_contain_text('"by": "eve"')
 
+            expect(page.locator("#live")).to_have_text("live")
             worker = telo("worker", "m.yaml", "--until-idle", "--interval", "100ms", cwd=parked, timeout=120)
             assert worker.returncode == 0, worker.stderr
 
-            page.reload()
+            # No reload: the page hears of the change over server-sent events and refreshes its parts itself.
             expect(page.locator("#run-status")).to_have_text("completed")
+            assert int(page.locator("#console").get_attribute("data-refreshed") or 0) >= 1
             expect(page.locator('pre.value[data-name="result"]')).to_contain_text("hello eve")
             expect(page.locator("#deliver-form")).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "dashboard-run-completed.png"), full_page=True)
 
             page.goto(ui + "runs")
             expect(page.locator('a.filter[data-status="completed"] .count')).to_have_text("1")
+            shots = {p.name for p in ARTIFACTS.glob("dashboard-*.png")}
+            assert {"dashboard-runs.png", "dashboard-runs-search.png", "dashboard-run-failed.png",
+                    "dashboard-run-parked.png", "dashboard-deliver-form.png", "dashboard-run-completed.png"} <= shots
         finally:
             browser.close()

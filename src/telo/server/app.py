@@ -1,9 +1,11 @@
 """The dashboard's web application: server-rendered pages and a JSON API over one journal.
 
 Pages                                  JSON
-``GET /runs``                          ``GET /api/runs``                  runs, newest first, paged, by status
+``GET /runs``                          ``GET /api/runs``                  runs, newest first, paged, searched
 ``GET /runs/{run}``                    ``GET /api/runs/{run}``            a run: record, inputs, result, actions
-(the run page's timeline)              ``GET /api/runs/{run}/journal``    its journal as a timeline
+(the run page's timeline)              ``GET /api/runs/{run}/journal``    its journal as a timeline, its steps
+(live refresh of the pages)            ``GET /api/events``                server-sent events: the runs changed
+                                       ``GET /api/runs/{run}/events``     server-sent events: the run changed
 (forms on the run page)                ``POST /api/deliver``              deliver ``{token, payload}``
                                        ``POST /api/runs/{run}/cancel``    cancel ``{reason?}``
                                        ``POST /api/runs/{run}/resume``    resume ``{reason?, force?}``
@@ -20,7 +22,6 @@ import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlencode
 
@@ -41,7 +42,7 @@ from telo.journal.model import STATUSES
 from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions
-from telo.server import views
+from telo.server import console, live, search, views
 from telo.server.security import CSRF_FIELD, Guard, csrf_ok
 from telo.values import from_plain
 
@@ -55,6 +56,7 @@ _STATUS_OF: Mapping[str, int] = {
     Code.DURABLE_PAYLOAD_INVALID: 400,
     Code.DURABLE_TOKEN_REQUIRED: 400,
     Code.INVALID_VALUE: 400,
+    Code.INVALID_CURSOR: 400,
     Code.UI_CSRF: 403,
 }
 _FORM_TYPES = ("application/x-www-form-urlencoded",)
@@ -71,10 +73,9 @@ def run_param(request: Request) -> str:
     return unquote(str(request.path_params["run"]), errors="strict")
 
 
-def _ms_text(ms: Any) -> str:
-    if not isinstance(ms, int):
-        return ""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+def _time_text(at: Any) -> str:
+    """A time as the pages show it: the JSON's RFC 3339 text itself (UTC, milliseconds), "" for none."""
+    return at if isinstance(at, str) else ""
 
 
 def _json_text(value: Any, indent: int | None = 2) -> str:
@@ -85,7 +86,7 @@ def _templates() -> Jinja2Templates:
     env = jinja2.Environment(loader=jinja2.PackageLoader("telo.server", "templates"),
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True))
     env.filters["run_url"] = run_url
-    env.filters["ms"] = _ms_text
+    env.filters["time"] = _time_text
     env.filters["json"] = _json_text
     env.filters["compact"] = lambda v: _json_text(v, None)
     env.globals["STATUSES"] = STATUSES
@@ -122,13 +123,15 @@ class Dashboard:
     async def runs_page(self, request: Request) -> Response:
         listing, counts = await self._listing(request)
         return self.page(request, "runs.html", {"listing": listing, "counts": counts,
-                                                "query": _query_without(request, "after")})
+                                                "query": _query_without(request, "after"),
+                                                "keep": _query_without(request, "after", "status")})
 
     async def run_page(self, request: Request) -> Response:
         run = run_param(request)
         detail = await self.call(views.run_detail, run)
         timeline = await self.call(views.timeline, run)
-        return self.page(request, "run.html", {"run": detail, "timeline": timeline})
+        bars = console.bars(timeline["steps"], timeline["lastSeq"])
+        return self.page(request, "run.html", {"run": detail, "timeline": timeline, "bars": bars})
 
     # --- JSON -----------------------------------------------------------------------------------------
 
@@ -142,16 +145,17 @@ class Dashboard:
     async def api_journal(self, request: Request) -> Response:
         return JSONResponse(await self.call(views.timeline, run_param(request)))
 
+    async def api_events(self, request: Request) -> Response:
+        return await live.stream(request, lambda: live.runs_version(self.store))
+
+    async def api_run_events(self, request: Request) -> Response:
+        run = run_param(request)
+        return await live.stream(request, lambda: live.run_version(self.store, run))
+
     async def _listing(self, request: Request) -> tuple[dict[str, Any], dict[str, Any]]:
-        q = request.query_params
-        status, workflow = q.get("status") or None, q.get("workflow") or None
-        try:
-            limit = int(q.get("limit", views.PAGE_SIZE))
-        except ValueError:
-            raise TeloError(Code.INVALID_VALUE, f"limit {q.get('limit')!r} is not a number") from None
-        listing = await self.call(views.list_runs, status=status, workflow=workflow, after=q.get("after"),
-                                  limit=limit)
-        counts = await self.call(views.count_by_status, workflow=workflow)
+        query = dict(request.query_params)
+        listing = await self.call(search.search_runs, query)
+        counts = await self.call(views.count_by_status, workflow=listing["workflow"])
         return listing, counts
 
     # --- actions --------------------------------------------------------------------------------------
@@ -313,6 +317,8 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/runs", dash.api_runs),
         Route("/api/runs/{run}", dash.api_run),
         Route("/api/runs/{run}/journal", dash.api_journal),
+        Route("/api/events", dash.api_events),
+        Route("/api/runs/{run}/events", dash.api_run_events),
         Route("/api/deliver", dash.api_deliver, methods=["POST"]),
         Route("/api/runs/{run}/cancel", dash.api_cancel, methods=["POST"]),
         Route("/api/runs/{run}/resume", dash.api_resume, methods=["POST"]),

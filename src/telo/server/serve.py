@@ -69,5 +69,7 @@ def serve(journal: str, *, host: str = "127.0.0.1", port: int = 8765, token: str
     # and a script may read it to find the dashboard. It never includes the token.
     print(f"telo ui: serving {label} at {url_of(sock)}" + (" (token required)" if token else ""),
           file=out, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # An open page holds a live-refresh stream (live.py): on shutdown, wait a moment for streams, not forever.
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=2)
     uvicorn.Server(config).run(sockets=[sock])

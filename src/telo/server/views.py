@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from telo import paths
 from telo.clock import SYSTEM_CLOCK
+from telo.durable.waits import recorded_schema
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Event, EventKind
@@ -22,6 +23,8 @@ from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
 from telo.journal.store import Store
 from telo.operations import actions, runs
 from telo.operations.runs import RunView
+from telo.server import console
+from telo.server.console import rfc3339
 
 PAGE_SIZE: Final = 50
 MAX_PAGE_SIZE: Final = 500
@@ -50,16 +53,24 @@ def _decoded(read: Callable[[], Any]) -> dict[str, Any]:
 def run_summary(record: RunRecord) -> dict[str, Any]:
     """One row of the runs list."""
     out: dict[str, Any] = {"run": record.run, "status": record.status, "workflow": record.workflow,
-                           "createdAt": record.created_at, "updatedAt": record.updated_at}
+                           "createdAt": rfc3339(record.created_at), "updatedAt": rfc3339(record.updated_at)}
     if record.due_at is not None:
-        out["dueAt"] = record.due_at
+        out["dueAt"] = rfc3339(record.due_at)
     if record.parked is not None:
-        out["parked"] = record.parked.to_json()
+        out["parked"] = _parked(record)
     if record.error:
         out["error"] = dict(record.error)
     if record.corrupt is not None:
         out["corrupt"] = {"code": Code.DURABLE_JOURNAL_CORRUPT.value, "message": record.corrupt}
     return out
+
+
+def _parked(record: RunRecord) -> dict[str, Any]:
+    assert record.parked is not None
+    parked = record.parked.to_json()
+    if "at" in parked:
+        parked["at"] = rfc3339(parked["at"])
+    return parked
 
 
 def list_runs(store: Store, *, status: str | None = None, workflow: str | None = None, after: str | None = None,
@@ -100,7 +111,7 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     # The epoch counts restores (eventlog: each restore starts a new one); the log is its authority.
     out["epoch"] = view.epoch if view.epoch is not None else record.epoch
     if record.claim is not None:
-        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until, "fence": record.fence}
+        out["claim"] = {"holder": record.claim.holder, "until": rfc3339(record.claim.until), "fence": record.fence}
     out["inputs"] = _decoded(record.decoded_inputs)
     if record.terminal:
         out["result"] = _decoded(record.decoded_result)
@@ -113,8 +124,11 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     out["unconfirmedEffects"] = _unconfirmed(view)
     held = view.held
     out["held"] = held
+    deliverable = record.status == "parked" and record.parked is not None and record.parked.token is not None
     out["actions"] = {
-        "deliver": record.parked.token if record.status == "parked" and record.parked is not None else None,
+        "deliver": record.parked.token if deliverable and record.parked is not None else None,
+        # The schema the Await recorded for its payload: shown by the deliver form, enforced on delivery.
+        "deliverSchema": _plain(recorded_schema(store, record)) if deliverable else None,
         "cancel": not record.terminal,
         "resume": record.status == "parked" and not held,
         "resumeForce": held,
@@ -139,6 +153,7 @@ CATEGORIES: Final[Mapping[str, str]] = {
     "park": "where the run waits now (interrupt)",
     "delivery": "a payload delivered to a parked run",
     "retry": "a retry verdict or attempt mark (retry[k], @retry, @attempt)",
+    "failure": "a step's failure receipt: the error its effect ended with (@failed)",
     "resolution": "an unconfirmed effect's resolution (@unconfirmed)",
     "redrive": "the re-execution a resolution decided (@redrive)",
     "resume": "an operator resume",
@@ -173,6 +188,8 @@ def category(event: Event) -> str:
         return "decision"
     if event.kind is EventKind.RETRY_DECISION or last.name in _RETRY_NAMES:
         return "retry"
+    if last.name == paths.FAILED:
+        return "failure"
     if last.name == paths.UNCONFIRMED:
         return "resolution"
     if last.name == paths.REDRIVE_MARK:
@@ -191,8 +208,9 @@ def category(event: Event) -> str:
 
 
 def timeline(store: Store, run: str) -> dict[str, Any]:
-    """The run's journal in log order, each entry with its category and its value in the plain encoding; a
-    parked run ends with its park."""
+    """The run's journal in log order, each entry with its category, its value in the plain encoding and its
+    time where the value records one (``at``); a parked run ends with its park. ``steps`` is the steps'
+    overview (:func:`telo.server.console.steps`), ``lastSeq`` the log's last position."""
     record, found = runs.events(store, run)
     out: list[dict[str, Any]] = []
     for event in found:
@@ -205,12 +223,18 @@ def timeline(store: Store, run: str) -> dict[str, Any]:
             if entry.decision is not None:
                 item["decision"] = entry.decision
             item.update(_decoded(partial(entry.decode, run)))
+            at = console.recorded_at(item)
+            if at is not None:
+                item["at"] = rfc3339(at)
         if event.idempotency_key is not None:
             item["idempotencyKey"] = event.idempotency_key
         if event.kind is EventKind.INTERRUPT and record.parked is not None:
-            item["parked"] = record.parked.to_json()
+            item["parked"] = _parked(record)
         out.append(item)
-    return {"run": run, "status": record.status, "events": out}
+    last_seq = max((e["seq"] for e in out if isinstance(e["seq"], int)), default=0)
+    overview = console.steps(out, record, SYSTEM_CLOCK.now_ms(), console.retry_budgets(record))
+    return {"run": run, "status": record.status, "createdAt": rfc3339(record.created_at),
+            "updatedAt": rfc3339(record.updated_at), "lastSeq": last_seq, "steps": overview, "events": out}
 
 
 # --- operator actions -------------------------------------------------------------------------------------
