@@ -130,9 +130,10 @@ class Code(StrEnum):
     JOURNAL_CONFIG_INVALID = ("ERR_JOURNAL_CONFIG_INVALID", "a journal's configuration is refused (a claimTtl "
                               "too short or unreadable, a table prefix that is not a plain SQL name)",
                               "fix the journal resource's configuration")
-    JOURNAL_REQUIRED = ("ERR_JOURNAL_REQUIRED", "a command that reads or operates on runs was given neither a "
-                        "journal nor a manifest naming one", "name a journal with --journal PATH-or-URL, or "
-                        "--manifest FILE")
+    JOURNAL_REQUIRED = ("ERR_JOURNAL_REQUIRED", "a command that reads or operates on runs found no journal: "
+                        "no --journal, --manifest, TELO_JOURNAL, TELO_MANIFEST or project file (telo.toml, "
+                        "[tool.telo] in pyproject.toml) names one", "name a journal with --journal PATH-or-URL or "
+                        "--manifest FILE, set TELO_JOURNAL, or write `journal = \"…\"` in a telo.toml")
     JOURNAL_SCHEMA_MISSING = ("ERR_JOURNAL_SCHEMA_MISSING", "the PostgreSQL journal tables lack columns telo "
                               "needs", "let telo create the tables, or migrate them")
     JOURNAL_SCHEMA_NEWER = ("ERR_JOURNAL_SCHEMA_NEWER", "a SQLite journal has a schema version newer than this "

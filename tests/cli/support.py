@@ -103,10 +103,14 @@ class Env:
     def manifest(self) -> Path:
         return self.root / "m.yaml"
 
-    def telo(self, *args: str, check: bool = False, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-        proc = subprocess.run([sys.executable, "-m", "telo", *args], cwd=self.root, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+    def telo(self, *args: str, check: bool = False, timeout: float = 90, cwd: Path | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``telo ARGS`` in the env's directory (or ``cwd``), with the caller's environment minus what would
+        name a journal on its own (TELO_JOURNAL, TELO_MANIFEST), plus ``env``."""
+        named = ("COLUMNS", "TELO_JOURNAL", "TELO_MANIFEST")
+        environ = {k: v for k, v in os.environ.items() if k not in named} | (env or {})
+        proc = subprocess.run([sys.executable, "-m", "telo", *args], cwd=cwd or self.root, capture_output=True,
+                              text=True, timeout=timeout, stdin=subprocess.DEVNULL, env=environ)
         if check:
             assert proc.returncode == 0, f"telo {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}"
         return proc

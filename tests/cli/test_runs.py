@@ -107,7 +107,9 @@ def test_show_reports_the_record(env: Env) -> None:
     missing = env.j("runs", "show", "flow:nope")
     assert missing.returncode == 1
     assert "error: ERR_DURABLE_RUN_NOT_FOUND" in missing.stderr
-    assert "hint: list the journal's runs with `telo runs list`" in missing.stderr
+    # The hinted command names the journal as this one did, so that it works as pasted (tests/cli/
+    # test_journal_naming.py).
+    assert f"hint: list the journal's runs with `telo runs list {' '.join(env.journal_args)}`" in missing.stderr
 
 
 def test_journal_lists_every_entry_and_draws_the_tree(env: Env) -> None:

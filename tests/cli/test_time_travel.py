@@ -56,7 +56,8 @@ def test_unknown_checkpoints_and_runs_fail_with_the_hint(env: Env) -> None:
         proc = env.j(*command)
         assert proc.returncode == 1, proc.stderr
         assert "error: ERR_CHECKPOINT_NOT_FOUND" in proc.stderr
-        assert "hint: list the run's checkpoints with `telo runs checkpoints flow:u`" in proc.stderr
+        flag = " ".join(env.journal_args)  # the hinted command reaches the journal as pasted
+        assert f"hint: list the run's checkpoints with `telo runs checkpoints {flag} flow:u`" in proc.stderr
     missing = env.j("restore", "flow:nope", "0")
     assert missing.returncode == 1 and "error: ERR_DURABLE_RUN_NOT_FOUND" in missing.stderr
     assert env.json("runs", "show", "flow:u")["status"] == "completed"  # nothing was touched

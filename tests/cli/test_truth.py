@@ -49,8 +49,8 @@ def test_resume_refuses_a_run_it_cannot_move_and_says_what_would(sqlite_env: Env
 
     waiting = env.j("resume", "flow:b")
     assert waiting.returncode == 1, waiting.stderr
-    assert "resumed: false" in waiting.stdout and "hint: deliver to it: `telo deliver go:b --payload JSON`" \
-        in waiting.stderr
+    assert "resumed: false" in waiting.stdout
+    assert "hint: deliver to it: `telo deliver --journal journal.db go:b --payload JSON`" in waiting.stderr
     as_json = json_any(env, "resume", "flow:b")
     assert as_json["resumed"] is False and as_json["status"] == "parked" and "go:b" in as_json["reason"]
     assert env.json("status", "flow:b")["status"] == "parked"  # nothing moved, nothing was written
@@ -59,7 +59,8 @@ def test_resume_refuses_a_run_it_cannot_move_and_says_what_would(sqlite_env: Env
     parked(env, "flow:u", Parked("steps/first/@unconfirmed[0]", "effect", None, None, "unconfirmed effect: …"))
     unconfirmed = env.j("resume", "flow:u")
     assert unconfirmed.returncode == 1 and "resumed: false" in unconfirmed.stdout
-    assert "`telo resolve flow:u steps/first --redrive | --skip-with JSON | --fail`" in unconfirmed.stderr
+    assert "`telo resolve --journal journal.db flow:u steps/first --redrive | --skip-with JSON | --fail`" \
+        in unconfirmed.stderr
 
     settled = env.j("resume", "flow:a")
     assert settled.returncode == 1 and "resumed: false" in settled.stdout and "completed" in settled.stdout

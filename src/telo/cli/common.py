@@ -7,6 +7,7 @@ in ``--json``). Command modules import this, never :mod:`telo.cli.main`, which r
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from telo.journal.model import NO_VALUE
 from telo.journal.store import Store
 
 if TYPE_CHECKING:
+    from telo.operations.project import JournalSource
     from telo.values import Timestamp
 
 EXIT_OK = 0
@@ -38,9 +40,17 @@ grace_option = click.option(
     help="On SIGTERM/SIGINT: let running effects finish and record their receipts for this long, start nothing "
     "new, release claims, then exit 128+signal; a second signal stops at once.")
 journal_option = click.option("--journal", "journal", metavar="PATH-or-URL",
-                              help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist).")
+                              help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist); "
+                              "default: TELO_JOURNAL, TELO_MANIFEST, or the nearest telo.toml / [tool.telo].")
 manifest_option = click.option("--manifest", "manifest", type=click.Path(exists=True, dir_okay=False),
                                help="Take the journal from this manifest.")
+# Where open_store leaves the journal source of this invocation (click's meta is shared by the group's context
+# and the command's), so that a hint printed later — an error's, at the top — can say how to reach it.
+SOURCE_KEY = "telo.journal_source"
+# A command a hint names, in backquotes, that addresses runs in a journal: the flag goes right after the verb,
+# where it cannot be mistaken for (or split) the command's own arguments, whatever a run id looks like.
+_ADDRESSING = frozenset({"status", "result", "deliver", "cancel", "resume", "resolve", "restore", "fork", "runs"})
+_HINTED_COMMAND = re.compile(r"`telo (?P<verb>runs [a-z]+|[a-z]+)(?=[ `])")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (values in the plain encoding).")
 
 
@@ -50,18 +60,54 @@ def report_error(exc: TeloError) -> int:
     message = exc.message.removeprefix(f"{exc.code}: ")
     click.echo(f"error: {exc.code}: {printable(message)}", err=True)
     if exc.hint:
-        click.echo(f"hint: {printable(exc.hint)}", err=True)
+        echo_hint(exc.hint)
     return EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR
 
 
 def open_store(journal: str | None, manifest: str | None) -> Store:
-    """The journal ``--journal`` or ``--manifest`` names, for a command that reads or operates on runs: one
-    that does not exist is refused, never created (:mod:`telo.operations.journals`)."""
-    from telo.operations.journals import open_named
+    """The journal a command that reads or operates on runs means — ``--journal``, ``--manifest``, else the
+    environment or the nearest project file (:mod:`telo.operations.project`): one that does not exist is
+    refused, never created (:mod:`telo.operations.journals`)."""
+    from telo.operations.journals import REQUIRED_HINT, open_source
+    from telo.operations.project import journal_source
 
-    if not journal and not manifest:
-        raise click.UsageError("name a journal with --journal PATH-or-URL, or --manifest FILE")
-    return open_named(journal, manifest)
+    source = journal_source(journal, manifest)
+    if source is None:
+        raise click.UsageError(REQUIRED_HINT)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[SOURCE_KEY] = source
+    return open_source(source)
+
+
+def journal_flag(source: JournalSource | None = None) -> str:
+    """The options a printed command needs to reach this invocation's journal (``--journal J``), or "" when
+    the environment or a project file would find it anyway (:func:`telo.operations.project.needed_flag`)."""
+    from telo.operations.project import needed_flag
+
+    if source is None:
+        ctx = click.get_current_context(silent=True)
+        source = ctx.meta.get(SOURCE_KEY) if ctx is not None else None
+    return needed_flag(source)
+
+
+def pasteable(text: str, flag: str | None = None) -> str:
+    """``text`` with every backquoted ``telo`` command that addresses runs given ``flag`` (default
+    :func:`journal_flag`), so that the command works as pasted in the same directory."""
+    flag = journal_flag() if flag is None else flag
+    if not flag:
+        return text
+
+    def add(match: re.Match[str]) -> str:
+        verb = match.group("verb")
+        return f"{match.group(0)} {flag}" if verb.split()[0] in _ADDRESSING else match.group(0)
+
+    return _HINTED_COMMAND.sub(add, text)
+
+
+def echo_hint(text: str) -> None:
+    """A hint on stderr, its commands made to work as pasted."""
+    click.echo(f"hint: {printable(pasteable(text))}", err=True)
 
 
 def plain(value: Any) -> Any:

@@ -27,7 +27,8 @@ from typing import Any
 
 import click
 
-from telo.cli.common import EXIT_FAILED, EXIT_NOT_SETTLED, EXIT_OK, plain, printable, time_text
+from telo.cli.common import EXIT_FAILED, EXIT_NOT_SETTLED, EXIT_OK, journal_flag, plain, printable, time_text
+from telo.operations.project import JournalSource
 from telo.runtime.resource import RunOutcome
 
 SETTLED_BADLY = frozenset({"failed", "cancelled"})
@@ -74,16 +75,18 @@ def _outcome_json(outcome: RunOutcome) -> dict[str, Any]:
 
 
 def describe(outcome: RunOutcome, manifest: str) -> str:
-    """One line for a human: the run, its status, and what moves it on."""
+    """One line for a human: the run, its status, and what moves it on. The commands it names reach the
+    manifest's journal as pasted: with ``--manifest M`` unless the environment or a project file leads there."""
     run = outcome.run
     head = f"run {run!r}:"
     m = shlex.quote(manifest)
+    j = _journal_flag(manifest)
     if outcome.status == "completed":
         if not outcome.has_result:
             return f"{head} completed"
         text = json.dumps(plain(outcome.result), ensure_ascii=False)
         if len(text) > _SHOWN_RESULT:
-            text = text[: _SHOWN_RESULT - 1] + f"… (telo result {shlex.quote(run)} --manifest {m})"
+            text = text[: _SHOWN_RESULT - 1] + f"… (telo result {shlex.quote(run)}{j})"
         return f"{head} completed; result: {text}"
     if outcome.status == "failed":
         error = outcome.error or {}
@@ -91,30 +94,34 @@ def describe(outcome: RunOutcome, manifest: str) -> str:
     if outcome.status == "cancelled":
         return f"{head} cancelled"
     if outcome.status == "parked":
-        return f"{head} {_parked(outcome, m)}"
+        return f"{head} {_parked(outcome, m, j)}"
     if outcome.status == "elsewhere":
         return (f"{head} running in another process ({outcome.holder or 'holder unknown'}), which holds its claim; "
-                f"this process did not execute it (wait for it: telo result {shlex.quote(run)} --manifest {m} "
-                "--wait 60s)")
+                f"this process did not execute it (wait for it: telo result {shlex.quote(run)}{j} --wait 60s)")
     error = outcome.error or {}
     why = f" ({error.get('code')}: {error.get('message')})" if error else ""
     return (f"{head} still running: this process stopped executing it{why}; it continues wherever it is "
             f"executed next (telo worker {m})")
 
 
-def _parked(outcome: RunOutcome, m: str) -> str:
+def _journal_flag(manifest: str) -> str:
+    flag = journal_flag(JournalSource(manifest=manifest, origin="--manifest"))
+    return f" {flag}" if flag else ""
+
+
+def _parked(outcome: RunOutcome, m: str, j: str) -> str:
     parked = outcome.parked or {}
     run = shlex.quote(outcome.run)
     token, at, reason = parked.get("token"), parked.get("at"), parked.get("reason")
     if token is not None:
-        return (f"parked, waiting for a delivery to {token!r} (deliver it: telo deliver {shlex.quote(str(token))} "
-                f"--manifest {m} --payload JSON; then continue it: telo run again, or telo worker {m})")
+        return (f"parked, waiting for a delivery to {token!r} (deliver it: telo deliver {shlex.quote(str(token))}"
+                f"{j} --payload JSON; then continue it: telo run again, or telo worker {m})")
     if reason is not None:
-        return (f"parked: {reason} (decide: telo resolve {run} {shlex.quote(str(parked.get('path', '')))} "
-                f"--manifest {m} --redrive|--skip-with JSON|--fail)")
+        return (f"parked: {reason} (decide: telo resolve {run} {shlex.quote(str(parked.get('path', '')))}"
+                f"{j} --redrive|--skip-with JSON|--fail)")
     if isinstance(at, int):
         return f"parked until {time_text(at)} (a worker continues it then: telo worker {m})"
-    return f"parked at {parked.get('path')!r} (telo status {run} --manifest {m})"
+    return f"parked at {parked.get('path')!r} (telo status {run}{j})"
 
 
 def report(outcomes: Mapping[str, RunOutcome], manifest: str) -> None:

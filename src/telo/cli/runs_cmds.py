@@ -15,12 +15,14 @@ from telo.cli.common import (
     EXIT_ERROR,
     EXIT_FAILED,
     EXIT_NOT_SETTLED,
+    echo_hint,
     emit,
     grace_option,
     journal_option,
     json_option,
     manifest_option,
     open_store,
+    pasteable,
     print_diagnostics,
     time_text,
 )
@@ -166,27 +168,41 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 
 
 @click.command("resume")
-@click.argument("run")
+@click.argument("run", required=False)
 @click.option("--reason", default="resumed by operator")
 @click.option("--force", is_flag=True, help="Continue a run held because its manifest changed (recorded).")
+@click.option("--workflow", default=None, help="No RUN: every run of this workflow held by a manifest change.")
+@click.option("--all", "every", is_flag=True, help="No RUN: every held run, of every workflow.")
+@click.option("--dry-run", is_flag=True, help="With --workflow/--all: list the held runs and what changed; write "
+              "nothing.")
 @journal_option
 @manifest_option
 @json_option
-def resume_command(run: str, reason: str, force: bool, journal: str | None, manifest: str | None,
-                   as_json: bool) -> None:
+def resume_command(run: str | None, reason: str, force: bool, workflow: str | None, every: bool, dry_run: bool,
+                   journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Continue a parked run now (an operator override, recorded in the journal); exit 1 when it is not resumed
-    (settled, not parked, or waiting for `telo resolve` or `telo deliver`: the reason and a hint say which)."""
+    (settled, not parked, or waiting for `telo resolve` or `telo deliver`: the reason and a hint say which).
+
+    Without RUN, `--workflow W --force` (or `--all --force`) resumes every run held because its manifest
+    changed, one line each with what changed; `--dry-run` only lists them."""
+    from telo.cli.held_cmd import check_bulk_options, resume_held
     from telo.operations import actions
 
+    check_bulk_options(run, workflow, every, dry_run, force)
+    if run is None:
+        with open_store(journal, manifest) as store:
+            sys.exit(resume_held(store, workflow, reason, dry_run, as_json))
     with open_store(journal, manifest) as store:
         out = actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)
     data = out.to_json()
+    if "hint" in data:
+        data["hint"] = pasteable(data["hint"])
     if not as_json:
         data.pop("hint", None)  # human output: the hint goes to stderr, like every hint
     emit(data, as_json)
     if not out.resumed:
         if out.hint and not as_json:
-            click.echo(f"hint: {out.hint}", err=True)
+            echo_hint(out.hint)
         sys.exit(EXIT_FAILED)
 
 

@@ -13,6 +13,7 @@ import click
 from telo.cli.common import (
     EXIT_ERROR,
     EXIT_FAILED,
+    echo_hint,
     journal_option,
     json_option,
     key_values,
@@ -49,7 +50,7 @@ def restore_command(run: str, checkpoint: str, reason: str, journal: str | None,
         out_json(view)
         return
     key_values(view)
-    click.echo("hint: a worker (`telo worker MANIFEST`) or `telo run` with the same run id continues it", err=True)
+    echo_hint("a worker (`telo worker MANIFEST`) or `telo run` with the same run id continues it")
 
 
 @click.command("fork")
@@ -64,15 +65,26 @@ def fork_command(run: str, checkpoint: str, new_run: str | None, journal: str | 
     """Copy RUN's state at CHECKPOINT into a new run; RUN itself is left untouched.
 
     The new run is `running` with the same workflow and inputs; a worker (`telo worker MANIFEST`) continues
-    it from the checkpoint."""
+    it from the checkpoint. The steps after the checkpoint execute again under the NEW run's idempotency keys
+    (`<new run>/steps/...`), so an effect that is not idempotent across runs may happen twice."""
     with open_store(journal, manifest) as store:
         out = actions.fork(store, run, checkpoint, new_run)
     view = {"run": out.run, "forkedFrom": out.source, "checkpoint": out.checkpoint, "status": out.status}
+    # Said on every fork, --json included (stderr): the one thing a fork does that the original's history
+    # cannot warn about is hand the re-executed effects keys no outside system has seen.
+    echo_hint(fork_keys_note(out.run, out.source))
     if as_json:
         out_json(view)
         return
     key_values(view)
-    click.echo("hint: a worker (`telo worker MANIFEST`) continues it from the checkpoint", err=True)
+    echo_hint("a worker (`telo worker MANIFEST`) continues it from the checkpoint")
+
+
+def fork_keys_note(new_run: str, source: str) -> str:
+    """Why a fork may repeat an effect: its steps' idempotency keys are ``<run>/<step path>``, and the fork is
+    another run — an effect keyed by it is new to a system that deduplicated the original's."""
+    return (f"the steps after the checkpoint execute again under the new run's idempotency keys "
+            f"({new_run}/steps/…), not {source}'s: an effect that is not idempotent across runs may happen twice")
 
 
 def due_time(after: str | None, at: str | None, now_ms: int) -> int:

@@ -34,9 +34,28 @@ def resolve_token(ctx: click.Context, token: str | None, token_file: Path | None
     return token or None
 
 
+def dashboard_journal(journal: str | None) -> str:
+    """The journal name the dashboard serves: ``--journal``, else ``TELO_JOURNAL`` or a project file's
+    ``journal``. The dashboard opens journals by name, so a manifest (``TELO_MANIFEST``, a project file's
+    ``manifest``) is refused rather than guessed at; one named implicitly that does not exist is refused here,
+    saying what named it."""
+    from telo.operations.journals import local_path, require_exists
+    from telo.operations.project import ENV_JOURNAL, journal_source
+
+    source = journal_source(journal, None)
+    if source is None or source.journal is None:
+        named = f"; {source.origin} names a manifest, not a journal" if source is not None else ""
+        raise click.UsageError(f"name a journal with --journal PATH-or-URL, {ENV_JOURNAL}, or journal = "
+                               f'"PATH" in a telo.toml{named}')
+    if not source.by_flag:
+        require_exists(source.journal, local_path(source.journal), source)
+    return source.journal
+
+
 @click.command("ui")
-@click.option("--journal", "journal", required=True, metavar="PATH-or-URL",
-              help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist).")
+@click.option("--journal", "journal", default=None, metavar="PATH-or-URL",
+              help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist); default: "
+              "TELO_JOURNAL, or `journal` in the nearest telo.toml / [tool.telo].")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on; anything but loopback requires a token.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535),
@@ -48,10 +67,11 @@ def resolve_token(ctx: click.Context, token: str | None, token_file: Path | None
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Read the token from this file (surrounding whitespace ignored); beats TELO_UI_TOKEN.")
 @click.pass_context
-def ui_command(ctx: click.Context, journal: str, host: str, port: int, token: str | None,
+def ui_command(ctx: click.Context, journal: str | None, host: str, port: int, token: str | None,
                token_file: Path | None) -> None:
     """Serve a web dashboard: runs by status, each run's journal as a timeline, deliver/cancel/resume."""
     token = resolve_token(ctx, token, token_file)
+    journal = dashboard_journal(journal)
     try:
         from telo.server.serve import serve
     except ImportError as exc:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -317,7 +318,8 @@ async def _check_digest(store: AsyncStore, handle: LocalRunHandle, run: str, cur
         ParkWhere(hold_path(holds), workflow,
                   f"{Code.DURABLE_MANIFEST_CHANGED}: the manifest changed since run {run!r} started "
                   f"({describe_changes(diff)}), so resuming would replay it against different code; restore the "
-                  f"previous manifest and resume, or continue with the new one: `telo resume {run} --force`"),
+                  "previous manifest and resume, or continue with the new one: "
+                  f"`telo resume {shlex.quote(run)} --force`"),
         ParkUntil(),
     )
 

@@ -8,6 +8,7 @@ Every function is synchronous and blocks on the store (stores are thread-safe; a
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -91,20 +92,22 @@ def unmovable(record: RunRecord, now_ms: int) -> Resumed | None:
     run = record.run
     if record.terminal:
         return Resumed(run, False, record.status, reason=f"the run has already settled ({record.status})",
-                       hint=f"restore or fork it to a checkpoint to run steps again (`telo runs checkpoints {run}`)")
+                       hint="restore or fork it to a checkpoint to run steps again "
+                       f"(`telo runs checkpoints {shlex.quote(run)}`)")
     if record.status != "parked" or record.parked is None:
         return Resumed(run, False, record.status, reason=f"the run is {record.status}, not parked",
-                       hint=f"`telo status {run}` shows who holds it or when it is due")
+                       hint=f"`telo status {shlex.quote(run)}` shows who holds it or when it is due")
     parked = record.parked
     if paths.parse(parked.path)[-1].name == paths.UNCONFIRMED:
         step = paths.parent(parked.path) or parked.path
         return Resumed(run, False, "parked", reason=f"the effect at {step} may or may not have happened; "
                        "resuming would park the run there again",
-                       hint=f"answer it: `telo resolve {run} {step} --redrive | --skip-with JSON | --fail`")
+                       hint=f"answer it: `telo resolve {shlex.quote(run)} {shlex.quote(step)} --redrive | "
+                       "--skip-with JSON | --fail`")
     if parked.token is not None and (parked.at is None or parked.at > now_ms):
         return Resumed(run, False, "parked", reason=f"the run waits at {parked.path} for a delivery to token "
                        f"{parked.token!r}; resuming would park it there again",
-                       hint=f"deliver to it: `telo deliver {parked.token} --payload JSON`")
+                       hint=f"deliver to it: `telo deliver {shlex.quote(parked.token)} --payload JSON`")
     return None
 
 
@@ -121,7 +124,8 @@ def resume_run(store: Store, run: str, reason: str, now_ms: int, *, force: bool 
         if not force:  # the park reason starts with the code: the message must not repeat it
             reason = (record.parked.reason or "").removeprefix(f"{Code.DURABLE_MANIFEST_CHANGED}: ")
             raise TeloError(Code.DURABLE_MANIFEST_CHANGED, reason or f"run {run!r} is held",
-                            hint=f"continue it against the new manifest with `telo resume {run} --force`",
+                            hint="continue it against the new manifest with "
+                            f"`telo resume {shlex.quote(run)} --force`",
                             data={"run": run})
         store.append(run, Entry.decided(record.parked.path, "digest", {"accept": True, "reason": reason, "at": at}))
     store.append(run, Entry.decided(paths.resume_override_path(now_ms), "value",
@@ -149,7 +153,8 @@ def resolve_unconfirmed(store: Store, run: str, path: str, action: str, value: A
             or paths.inputs_path(path) not in state.entries:
         raise TeloError(Code.DURABLE_EFFECT_NOT_UNCONFIRMED,
                         f"step {path!r} of run {run!r} has no effect with an unknown outcome",
-                        hint=f"`telo status {run}` shows where the run waits and which effects are unconfirmed")
+                        hint=f"`telo status {shlex.quote(run)}` shows where the run waits and which effects are "
+                        "unconfirmed")
     n = effect_state(path, state.entries, run).resolutions
     answer: dict[str, Any] = {"action": action, "by": "operator"}
     if now_ms is not None:

@@ -9,6 +9,7 @@ same way; a redrive is marked started first, so an interrupted redrive is asked 
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, Protocol
 
@@ -66,8 +67,8 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
             name = target.get("name", "?") if target else "?"
             await handle.park(
                 ParkWhere(where, name, f"unconfirmed effect: {name!r} at {path} may or may not have happened "
-                          f"(idempotency key {key}); answer with `telo resolve {run} {path} --redrive | "
-                          "--skip-with JSON | --fail`"),
+                          f"(idempotency key {key}); answer with `telo resolve {shlex.quote(run)} {shlex.quote(path)} "
+                          "--redrive | --skip-with JSON | --fail`"),
                 ParkUntil(),
             )
         else:

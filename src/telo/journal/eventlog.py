@@ -33,6 +33,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -300,8 +301,8 @@ def _checkpoint_records(store: Store, run: str, checkpoint: int) -> list[Entry]:
         raise JournalError(
             Code.CHECKPOINT_NOT_FOUND,
             f"run {run!r} has no checkpoint {checkpoint}",
-            hint=f"list the run's checkpoints with `telo runs checkpoints {run}` and pass one of their seq "
-            "numbers",
+            hint=f"list the run's checkpoints with `telo runs checkpoints {shlex.quote(run)}` and pass one of "
+            "their seq numbers",
             data={"run": run, "checkpoint": checkpoint},
         )
     return [e for e in store.read_entries(run) if (e.seq or 0) <= checkpoint]
