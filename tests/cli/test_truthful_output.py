@@ -114,7 +114,12 @@ def test_times_are_rfc3339_with_milliseconds_and_aligned(sqlite_env: Env) -> Non
 
     status = fields(sqlite_env.j("status", "t:due").stdout)
     assert status["dueAt"] == due  # was epoch ms
-    assert sqlite_env.json("status", "t:due")["dueAt"] == 1_893_456_000_000  # JSON keeps Local.Status's shape
+    # one JSON vocabulary across the CLI (and the dashboard's API): the same text, never epoch ms
+    assert sqlite_env.json("status", "t:due")["dueAt"] == due
+    assert sqlite_env.json("status", "t:parked")["parked"]["at"] == due
+    assert sqlite_env.json("status", "t:claimed")["claim"]["until"] == "2026-11-29T23:33:07.623Z"
+    listed_json = {r["run"]: r for r in sqlite_env.json("runs", "list")["runs"]}
+    assert listed_json["t:due"]["dueAt"] == due and listed_json["t:due"]["createdAt"] == "2026-11-29T23:32:07.500Z"
 
     parked = fields(sqlite_env.j("status", "t:parked").stdout)
     assert json.loads(parked["parked"])["at"] == due and parked["dueAt"] == due
@@ -127,8 +132,8 @@ def test_times_are_rfc3339_with_milliseconds_and_aligned(sqlite_env: Env) -> Non
     assert json.loads(fields(sqlite_env.j("runs", "show", "t:parked").stdout)["parked"])["at"] == due
     claim = fields(sqlite_env.j("runs", "show", "t:claimed").stdout)["claim"]
     assert claim.startswith("someone-else until 2026-11-29T23:33:07.623Z (")
-    # JSON: the plain encoding of a timestamp, as before
-    assert sqlite_env.json("runs", "show", "t:due")["dueAt"] == "2030-01-01T00:00:00Z"
+    # JSON: the same text as everywhere (it was the plain encoding, fraction trimmed: …:00Z)
+    assert sqlite_env.json("runs", "show", "t:due")["dueAt"] == due
 
 
 def test_schedule_prints_its_due_time_with_milliseconds(sqlite_env: Env) -> None:

@@ -116,13 +116,6 @@ def plain(value: Any) -> Any:
     return to_plain(value)
 
 
-def ms_time(ms: int | None) -> Any:
-    """Epoch milliseconds as a timestamp value (plain-encoded as RFC 3339 text), None for no time."""
-    from telo.values import Timestamp
-
-    return None if ms is None else Timestamp.from_epoch_millis(ms)
-
-
 def printable(text: str) -> str:
     """``text`` as human output may show it: every character that is not printable — a newline, ESC and the
     rest of C0/C1, DEL, the line and paragraph separators, bidi overrides and other format characters — as
@@ -133,6 +126,12 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def json_time(ms: int | None) -> str | None:
+    """A record's time (epoch ms) as every ``--json`` output and the dashboard's API write it: the same RFC 3339
+    text with three fractional digits as :func:`time_text` (one JSON vocabulary), None for no time."""
+    return None if ms is None else time_text(ms)
 
 
 def time_text(at: int | str | Timestamp | None) -> str:

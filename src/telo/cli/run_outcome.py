@@ -27,7 +27,16 @@ from typing import Any
 
 import click
 
-from telo.cli.common import EXIT_FAILED, EXIT_NOT_SETTLED, EXIT_OK, journal_flag, plain, printable, time_text
+from telo.cli.common import (
+    EXIT_FAILED,
+    EXIT_NOT_SETTLED,
+    EXIT_OK,
+    journal_flag,
+    json_time,
+    plain,
+    printable,
+    time_text,
+)
 from telo.operations.project import JournalSource
 from telo.runtime.resource import RunOutcome
 
@@ -68,7 +77,8 @@ def _outcome_json(outcome: RunOutcome) -> dict[str, Any]:
     if outcome.error is not None:
         out["error"] = {k: plain(v) for k, v in outcome.error.items()}
     if outcome.parked is not None:
-        out["parked"] = {k: plain(v) for k, v in outcome.parked.items()}
+        out["parked"] = {k: json_time(v) if k == "at" and isinstance(v, int) else plain(v)
+                         for k, v in outcome.parked.items()}
     if outcome.holder is not None:
         out["holder"] = outcome.holder
     return out

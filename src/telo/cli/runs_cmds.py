@@ -20,6 +20,7 @@ from telo.cli.common import (
     grace_option,
     journal_option,
     json_option,
+    json_time,
     manifest_option,
     open_store,
     pasteable,
@@ -43,14 +44,16 @@ def status_view(view: RunView) -> dict[str, Any]:
     record = view.record
     out: dict[str, Any] = {"run": record.run, "status": record.status, "workflow": record.workflow}
     if record.due_at is not None:
-        out["dueAt"] = record.due_at
+        out["dueAt"] = json_time(record.due_at)
     if record.parked is not None:
         out["parked"] = record.parked.to_json()
+        if record.parked.at is not None:
+            out["parked"]["at"] = json_time(record.parked.at)
     unconfirmed = unconfirmed_view(view)
     if unconfirmed:
         out["unconfirmedEffects"] = unconfirmed
     if record.claim is not None:
-        out["claim"] = {"holder": record.claim.holder, "until": record.claim.until, "fence": record.fence}
+        out["claim"] = {"holder": record.claim.holder, "until": json_time(record.claim.until), "fence": record.fence}
     if record.error:
         out["error"] = dict(record.error)
     if record.corrupt is not None:

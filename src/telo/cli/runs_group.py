@@ -18,9 +18,9 @@ from telo.cli.common import (
     NONE_SHOWN,
     journal_option,
     json_option,
+    json_time,
     key_values,
     manifest_option,
-    ms_time,
     open_store,
     out_json,
     table,
@@ -59,8 +59,8 @@ def parse_since(text: str, now_ms: int) -> int:
 
 def list_row(record: RunRecord) -> dict[str, Any]:
     row: dict[str, Any] = {"run": record.run, "status": record.status, "workflow": record.workflow,
-                           "createdAt": ms_time(record.created_at), "updatedAt": ms_time(record.updated_at),
-                           "dueAt": ms_time(record.due_at)}
+                           "createdAt": json_time(record.created_at), "updatedAt": json_time(record.updated_at),
+                           "dueAt": json_time(record.due_at)}
     if record.parked is not None:
         row["parked"] = {k: v for k, v in {"path": record.parked.path, "token": record.parked.token}.items()
                          if v is not None}
@@ -137,8 +137,8 @@ def show_view(store: Store, run: str) -> dict[str, Any]:
     view: dict[str, Any] = {
         "run": record.run, "status": record.status, "workflow": record.workflow, "journal": store.kind,
         "epoch": status.epoch, "entries": status.entries,
-        "createdAt": ms_time(record.created_at), "updatedAt": ms_time(record.updated_at),
-        "dueAt": ms_time(record.due_at),
+        "createdAt": json_time(record.created_at), "updatedAt": json_time(record.updated_at),
+        "dueAt": json_time(record.due_at),
     }
     inputs = record.decoded_inputs()
     if inputs is not NO_VALUE:
@@ -146,10 +146,10 @@ def show_view(store: Store, run: str) -> dict[str, Any]:
     if record.parked is not None:
         p = record.parked
         view["parked"] = {k: v for k, v in {"path": p.path, "resource": p.resource, "token": p.token,
-                                            "at": ms_time(p.at), "reason": p.reason}.items() if v is not None}
+                                            "at": json_time(p.at), "reason": p.reason}.items() if v is not None}
     if record.claim is not None:
         claim = holder_view(record.claim.holder)
-        claim["until"] = ms_time(record.claim.until)
+        claim["until"] = json_time(record.claim.until)
         claim["live"] = rules.claim_is_live(record.claim, SYSTEM_CLOCK.now_ms())
         claim["fence"] = record.fence
         view["claim"] = claim

@@ -16,9 +16,9 @@ from telo.cli.common import (
     echo_hint,
     journal_option,
     json_option,
+    json_time,
     key_values,
     manifest_option,
-    ms_time,
     open_store,
     out_json,
     parse_inputs,
@@ -113,7 +113,7 @@ async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any
         await app.close()
     if not out.scheduled:
         return {"run": out.run, "scheduled": False, "status": out.status}
-    return {"run": out.run, "scheduled": True, "workflow": out.workflow, "dueAt": ms_time(out.due_at)}
+    return {"run": out.run, "scheduled": True, "workflow": out.workflow, "dueAt": json_time(out.due_at)}
 
 
 @click.command("schedule")
