@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -72,7 +73,7 @@ def test_a_scheduled_run_is_started_by_a_worker_with_its_typed_inputs(tmp_path: 
     assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
     assert json.loads(scheduled.stdout.splitlines()[-1])["schedule"]["scheduled"] is True
     status = json.loads(telo("status", run, "--journal", str(journal), "--json", env=env).stdout)
-    assert status["status"] == "scheduled" and isinstance(status["dueAt"], int)
+    assert status["status"] == "scheduled" and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", status["dueAt"])
 
     worker = telo("worker", str(SCHEDULED), "--interval", "200ms", "--until-idle", env=env)
     assert worker.returncode == 0, worker.stdout + worker.stderr
