@@ -137,3 +137,15 @@ def test_attaching_to_a_run_another_process_executes_names_that_process(tmp_path
 def test_exit_on_targets_keeps_upstreams_rule(tmp_path: Path) -> None:
     out = run(tmp_path, "h", "fail", "--exit-on", "targets")
     assert out.returncode == 0 and "run 'flow:h': failed" in out.stdout, out.stdout + out.stderr
+
+
+def test_attaching_with_other_inputs_warns_and_the_run_keeps_its_own(tmp_path: Path) -> None:
+    """A start that attaches to an existing run (onConflict: attach) used to take other inputs silently."""
+    first = run(tmp_path, "i", "park")
+    assert first.returncode == 4, first.stdout + first.stderr
+    same = run(tmp_path, "i", "park")
+    assert "inputs_differ" not in same.stderr, same.stderr
+    other = run(tmp_path, "i", "ok")
+    assert "durable.run.inputs_differ durable.run='flow:i'" in other.stderr, other.stderr
+    assert "its own inputs are not used" in other.stderr
+    assert other.returncode == 4 and "run 'flow:i': parked" in other.stdout  # still the parked run, mode=park

@@ -34,6 +34,7 @@ from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal
 from telo.runtime.resource import Resource, RunOutcome
+from telo.values.equality import equal
 
 if TYPE_CHECKING:
     from telo.runtime.resource import Host
@@ -190,6 +191,8 @@ class Workflow(Resource):
         admitted = await store.admit(admission)
         if not admitted.admitted:
             record = admitted.record
+            if self.on_conflict != "reject":
+                _warn_if_inputs_differ(run, record, inputs)
             if self.on_conflict == "reject":
                 raise InvokeError(Code.DURABLE_RUN_EXISTS, f"run {run!r} already exists ({record.status})",
                                   hint="use onConflict: attach to attach to it", data={"run": run,
@@ -356,3 +359,17 @@ def _outcome(execution: Execution) -> RunOutcome:
     has_result = execution.status == "completed" and execution.result is not NO_VALUE
     return RunOutcome(execution.run, execution.status, result=execution.result if has_result else None,
                       has_result=has_result, error=execution.error)
+
+
+def _warn_if_inputs_differ(run: str, record: RunRecord, inputs: Any) -> None:
+    """A start that attaches to an existing run (onConflict: attach) gets that run, admitted with ITS inputs:
+    when the caller's differ, say so (a warning ``telo run`` prints) rather than let the caller believe its
+    inputs were used. ``onConflict: reject`` refuses the start instead."""
+    admitted = record.decoded_inputs()
+    if admitted is NO_VALUE or equal(admitted, inputs):
+        return
+    log.warning("durable.run.inputs_differ", extra={
+        "durable.run": run,
+        "durable.message": f"run {run!r} exists with other inputs; this start attaches to it and its own inputs "
+                           "are not used (onConflict: reject refuses such a start; a new runId starts a new run)",
+    })
