@@ -7,7 +7,10 @@ Two sources feed it, both in the event loop's thread:
   is returned, or that its effect is about to execute); :func:`telo.durable.execute.observing_handles` hands
   us every handle a workflow opens while ``telo run`` executes;
 - the ``<workflow>.Run<Status>`` events :meth:`Workflow.execute` emits on the application's event bus when an
-  execution ends (parked, completed, failed, cancelled, or still running when the process stopped).
+  execution ends (parked, completed, failed, cancelled, or still running when the process stopped); and, on the
+  same bus, ``<target>.InvokeRetrying`` (telo.engine.retry: an attempt failed and the step's retry policy tries
+  again after a delay) and ``<target>.InvokeUnconfirmed`` (telo.durable.unconfirmed: a step whose outcome was
+  unknown after a crash was settled by its ``lookup``, an operator, or its ``onUnconfirmed`` policy).
 
 ``--progress MODE`` (documented in docs/cli.md): ``auto`` — the live view when stderr is a terminal, nothing
 otherwise, so scripts, CI and captured output (``scripts/run-example.sh``) read exactly as before; ``live`` —
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,6 +36,32 @@ MODES = ("auto", "live", "plain", "off")
 RUN_EVENT = ".Run"  # `<workflow>.Run<Status>`
 ENDINGS = {"Parked": "parked", "Completed": "completed", "Failed": "failed", "Cancelled": "cancelled",
            "Running": "running"}
+
+
+RETRYING, UNCONFIRMED = "InvokeRetrying", "InvokeUnconfirmed"
+POLICY_VERBS = {"redrive": "redriven", "skip": "skipped", "fail": "failed", "park": "parked for an operator"}
+
+
+def ms_text(ms: float) -> str:
+    """A delay for people: ``50 ms``, ``1.2 s``, ``2 min 5 s``."""
+    if ms < 1000:
+        return f"{max(ms, 0):.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{int(ms // 60_000)} min {int(ms % 60_000 // 1000)} s"
+
+
+def describe_unconfirmed(payload: Mapping[str, Any]) -> str:
+    """How an effect whose outcome was unknown was settled (telo.durable.unconfirmed's decision)."""
+    action, by = str(payload.get("action")), payload.get("by")
+    if by == "lookup":
+        return "asked lookup → found (receipt recorded)" if payload.get("found") else \
+            "asked lookup → not found (redriven)"
+    if by == "operator":
+        verb = "skipped with the operator's value (receipt recorded)" if action == "skip" else \
+            POLICY_VERBS.get(action, action)
+        return f"the operator answered → {verb}"
+    return f"{POLICY_VERBS.get(action, action)} (policy: {action})"
 
 
 def describe_target(target: Mapping[str, str] | None) -> str:
@@ -64,6 +94,8 @@ class Row:
     target: str
     state: str  # executing | replayed | delivered | parked
     detail: str = ""
+    retry: tuple[int, int, float] | None = None  # the last failed attempt, of how many, next one due (monotonic)
+    note: str = ""  # how an unknown outcome was settled
 
 
 class Progress:
@@ -81,6 +113,17 @@ class Progress:
         handle.observe(_StepEvents(self, handle))
 
     def on_event(self, name: str, payload: Mapping[str, Any]) -> None:
+        event = name.rpartition(".")[2]
+        if event in (RETRYING, UNCONFIRMED):
+            run, path = payload.get("run"), payload.get("path")
+            if isinstance(run, str) and run in self.handles and isinstance(path, str):  # a run watched here
+                if event == RETRYING:
+                    self.retrying(run, path, int(payload.get("attempt") or 0), int(payload.get("attempts") or 0),
+                                  f"{payload.get('code')}: {payload.get('message')}",
+                                  int(payload.get("delayMs") or 0))
+                else:
+                    self.unconfirmed(run, path, payload.get("ref"), describe_unconfirmed(payload))
+            return
         workflow, sep, tail = name.rpartition(RUN_EVENT)
         status = ENDINGS.get(tail) if sep else None
         run = payload.get("run")
@@ -101,6 +144,14 @@ class Progress:
     # --- rendering hooks ----------------------------------------------------------------------------------
 
     def step(self, run: str, event: str, path: str, target: Mapping[str, str] | None) -> None:
+        raise NotImplementedError
+
+    def retrying(self, run: str, path: str, attempt: int, attempts: int, error: str, delay_ms: int) -> None:
+        """Attempt ``attempt`` of ``attempts`` failed with ``error``; the next one starts in ``delay_ms``."""
+        raise NotImplementedError
+
+    def unconfirmed(self, run: str, path: str, target: Mapping[str, str] | None, how: str) -> None:
+        """The step's outcome was unknown after a crash: ``how`` says how it was settled."""
         raise NotImplementedError
 
     def parked(self, run: str, path: str, why: str) -> None:
@@ -156,6 +207,12 @@ class PlainProgress(Progress):
             self.line(f"✉ {path} delivered")
         else:
             self.line(f"↺ {path} replayed")
+
+    def retrying(self, run: str, path: str, attempt: int, attempts: int, error: str, delay_ms: int) -> None:
+        self.line(f"↻ {path} attempt {attempt}/{attempts} failed: {error}; next in {ms_text(delay_ms)}")
+
+    def unconfirmed(self, run: str, path: str, target: Mapping[str, str] | None, how: str) -> None:
+        self.line(f"? {path} outcome unknown after a crash: {how}")
 
     def parked(self, run: str, path: str, why: str) -> None:
         if not path:
@@ -218,7 +275,24 @@ class LiveProgress(Progress):
             row = self.rows.get((run, path))
             if row is not None and event == "replayed" and row.state in ("executing", "delivered"):
                 return  # executed (or delivered) earlier in this process; a later pass replays it
-            self.rows[(run, path)] = Row(run, path, describe_target(target), event)
+            note = row.note if row is not None and event == "executing" else ""  # (a redrive after its note)
+            self.rows[(run, path)] = Row(run, path, describe_target(target), event, note=note)
+
+    def retrying(self, run: str, path: str, attempt: int, attempts: int, error: str, delay_ms: int) -> None:
+        self.start()
+        with self.lock:
+            row = self.rows.get((run, path))
+            if row is not None:
+                row.retry = (attempt, attempts, time.monotonic() + delay_ms / 1000)
+
+    def unconfirmed(self, run: str, path: str, target: Mapping[str, str] | None, how: str) -> None:
+        self.start()
+        with self.lock:
+            self.runs[run] = ("running", "")
+            row = self.rows.get((run, path))
+            if row is None:  # (settled before it executes: a found receipt is recorded without executing)
+                row = self.rows[(run, path)] = Row(run, path, describe_target(target), "executing")
+            row.note = f"outcome unknown: {how}"
 
     def parked(self, run: str, path: str, why: str) -> None:
         self.start()
@@ -241,6 +315,19 @@ class LiveProgress(Progress):
             return "done"
         return "failed" if self.runs.get(row.run, ("",))[0] in ("failed", "cancelled") else "executing"
 
+    @staticmethod
+    def text_of(row: Row, state: str) -> str:
+        """What the row's last column says: a park's reason, a retry's wait, or the state (and a note)."""
+        if row.detail:
+            return row.detail
+        text = state
+        if state == "executing" and row.retry is not None:
+            attempt, attempts, due = row.retry
+            left = due - time.monotonic()
+            text = f"attempt {attempt}/{attempts} failed, next in {ms_text(left * 1000)}" if left > 0 else \
+                f"attempt {attempt + 1}/{attempts}"
+        return f"{text}; {row.note}" if row.note else text
+
     def render(self) -> Any:
         from rich.console import Group
         from rich.table import Table
@@ -262,7 +349,7 @@ class LiveProgress(Progress):
                     icon, style = ICONS.get(state, ("?", ""))
                     grid.add_row(Text(f" {icon}", style=style), Text(printable(row.path)),
                                  Text(printable(row.target), style="dim"),
-                                 Text(printable(row.detail or state), style=style))
+                                 Text(printable(self.text_of(row, state)), style=style))
                 parts.append(grid)
         # The cursor rests on an empty last line: when the process is killed mid-run (the view is never
         # stopped), whatever the terminal prints next starts on a line of its own.

@@ -183,6 +183,7 @@ async def _execute_recovered(settings: ExecutionSettings, renewal: Renewal) -> E
         return await _halted(store, run, LocalRunHandle(store, empty, clock=settings.clock, fence=settings.fence), exc)
     handle = LocalRunHandle(store, state, clock=settings.clock, fence=settings.fence)
     handle.renewal = renewal
+    handle.events = settings.services.events
     if settings.body.durability == "eager":
         handle.eager()
     if settings.body.effect_policy is not None:

@@ -25,6 +25,7 @@ from telo.durable.observers import StepObserver
 from telo.durable.regions import RegionReports
 from telo.durable.renewals import Renewal
 from telo.engine.context import ON_UNCONFIRMED, RESUME_ATTEMPT, RETRIED, current, derive, entered
+from telo.engine.dispatch import EventBus
 from telo.engine.handle import Execute
 from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspension
 from telo.engine.zones import Zone, ZoneReport
@@ -72,6 +73,7 @@ class LocalRunHandle:
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
         self.observers: tuple[StepObserver, ...] = ()  # (telo.durable.observers; usually none)
+        self.events: EventBus | None = None  # the application's, told how unconfirmed effects are resolved
         self.flush_before_effects = False  # durability: eager (see eager())
         self.appends = DeferredAppends(store, self.run_id, store.chain(self.run_id, fence))
         self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}

@@ -16,6 +16,7 @@ from typing import Any, NoReturn, Protocol
 from telo import paths
 from telo.durable import effects
 from telo.engine.context import ON_UNCONFIRMED, current
+from telo.engine.dispatch import EventBus
 from telo.engine.suspend import ParkUntil, ParkWhere
 from telo.errors import Code, DurableError
 from telo.journal.model import Entry
@@ -34,6 +35,7 @@ class _Handle(Protocol):
 
     run_id: str
     entries: dict[str, Entry]
+    events: EventBus | None  # the application's: told each resolution (``<target>.InvokeUnconfirmed``)
 
     def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy: ...
 
@@ -65,6 +67,7 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
                         else {"action": "skip", "by": "lookup", "found": True, "value": found})
         elif mode == effects.PARK:
             name = target.get("name", "?") if target else "?"
+            _tell(handle, path, target, {"action": effects.PARK, "by": "policy"})
             await handle.park(
                 ParkWhere(where, name, f"unconfirmed effect: {name!r} at {path} may or may not have happened "
                           f"(idempotency key {key}); answer with `telo resolve {shlex.quote(run)} {shlex.quote(path)} "
@@ -74,6 +77,7 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
         else:
             decision = {"action": mode, "by": "policy"}
         decision = await handle.decide(where, "unconfirmed", lambda: decision, wait=True)
+    _tell(handle, path, target, decision)
     log.info("durable.effect.unconfirmed", extra={"durable.run": run, "durable.path": path,
                                                   "durable.resolution": effects.describe_resolution(decision)})
     action = decision.get("action") if isinstance(decision, Mapping) else None
@@ -91,3 +95,16 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
         hint=f"inspect the outside system for idempotency key {key}; restore or fork the run to retry",
         data={"run": run, "path": path, "key": key},
     )
+
+
+def _tell(handle: _Handle, path: str, target: Mapping[str, str] | None, decision: Any) -> None:
+    """Emit ``<target>.InvokeUnconfirmed``: what was decided for the effect at ``path`` (the live progress view
+    shows it; ``decision`` is what is recorded, or ``{action: park}`` before parking for an operator)."""
+    events = handle.events
+    if events is None or not events.active or not isinstance(decision, Mapping):
+        return
+    name = target.get("name", "?") if target else "?"
+    ref = {"kind": target.get("kind", "?"), "name": name} if target else None
+    events.emit(f"{name}.InvokeUnconfirmed", {
+        "ref": ref, "run": handle.run_id, "path": path, "key": f"{handle.run_id}/{path}",
+        "action": decision.get("action"), "by": decision.get("by"), "found": decision.get("found")})

@@ -82,6 +82,11 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
                 recorded = await journal.decide(paths.retry_verdict_path(path, k), "retry",
                                                 functools.partial(dict, verdict))
                 due_at = recorded.get("dueAt", due_at) if isinstance(recorded, Mapping) else due_at
+            if sv.events.active:  # what the verdict decided, for the live progress view and Assert.Events
+                sv.events.emit(f"{target.name}.InvokeRetrying", {
+                    "ref": {"kind": target.kind, "name": target.name}, "run": current().run_id, "path": path,
+                    "attempt": k + 1, "attempts": policy.attempts + 1, "code": exc.code, "message": exc.message,
+                    "delayMs": int(delay)})
             handle = current().handle
             if backoff >= SUSPENDING_BACKOFF_MS and handle is not None:
                 # The upstream record of a suspending retry (reference §3), read by upstream runtimes too.

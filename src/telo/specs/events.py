@@ -2,7 +2,8 @@
 
 An event is named ``<resource>.<Event>`` after the resource that emits it (``chargeCard.Invoked``), so an
 ``Assert.Events`` pattern names a resource, an event, or ``*`` for either segment. Emitted by the dispatch
-chokepoint (telo.engine.dispatch), ``DurableLocal.Workflow`` (telo.kinds.workflow) and ``Console.WriteLine``;
+chokepoint (telo.engine.dispatch), the retry loop (telo.engine.retry), the resolution of an unconfirmed effect
+(telo.durable.unconfirmed), ``DurableLocal.Workflow`` (telo.kinds.workflow) and ``Console.WriteLine``;
 tests/unit/test_kind_reference.py checks this list against the ``emit(...)`` calls of the source.
 """
 
@@ -29,6 +30,13 @@ KERNEL_EVENTS: tuple[Event, ...] = (
           "sibling failed, shutdown)", "`{ref, inputs}`"),
     Event("InvokeParked", "any invoked resource", "a call parked its durable run (a sleep, an await, a long retry "
           "backoff)", "`{ref, inputs, outcome: parked}`"),
+    Event("InvokeRetrying", "any invoked resource", "an attempt of a step with a `retry` policy failed and will "
+          "be retried (after the delay, jitter applied; a long one parks the run)", "`{ref, run, path, attempt, "
+          "attempts, code, message, delayMs}` (`attempt` is the failed one, 1-based, of `attempts` in all)"),
+    Event("InvokeUnconfirmed", "any invoked resource", "a durable run resumed at a call whose outcome is unknown (a "
+          "crash inside it) and decided what to do: its `lookup`'s answer, an operator's (`telo resolve`), or its "
+          "`onUnconfirmed` policy", "`{ref, run, path, key, action, by, found}`: `action` redrive, skip, fail or "
+          "park; `by` lookup, operator or policy; `found` the lookup's answer"),
     Event("RunCompleted", "DurableLocal.Workflow", "an execution of a run ended: completed", "`{run, status, "
           "replayedSteps}`"),
     Event("RunFailed", "DurableLocal.Workflow", "… failed", "likewise"),
