@@ -28,7 +28,7 @@ from typing import Any
 
 from telo.cel import STANDARD_VARIABLES, CelCompileError, CelEnvironment
 from telo.errors import Code
-from telo.manifest import Cel, Diagnostic, Manifest, Pos, ResourceDecl, Template
+from telo.manifest import Cel, Diagnostic, Manifest, Pos, ResourceDecl, expressions_in
 from telo.specs.steps import branch_bodies
 
 __all__ = ["step_reference_checks"]
@@ -90,7 +90,7 @@ def _expressions_seeing_steps(decl: ResourceDecl) -> Iterator[tuple[Cel, str]]:
         if field.steps:
             yield from _in_steps(value)
         elif _STEPS in field.scope:
-            yield from ((cel, f"`{field.name}`") for cel in _leaves(value))
+            yield from ((cel, f"`{field.name}`") for cel in expressions_in(value))
 
 
 def _in_steps(steps: Any) -> Iterator[tuple[Cel, str]]:
@@ -105,25 +105,11 @@ def _in_steps(steps: Any) -> Iterator[tuple[Cel, str]]:
         for key, value in step.items():
             if key == "elseif" and isinstance(value, list):  # its predicates here, its bodies below
                 yield from ((cel, site) for branch in value if isinstance(branch, Mapping)
-                            for cel in _leaves(branch.get("if")))
+                            for cel in expressions_in(branch.get("if")))
             elif key not in body_keys:
-                yield from ((cel, site) for cel in _leaves(value))
+                yield from ((cel, site) for cel in expressions_in(value))
         for _, body in bodies:
             yield from _in_steps(body)
-
-
-def _leaves(value: Any) -> Iterator[Cel]:
-    """The expressions of a config value (an inline resource was replaced by a reference: not walked)."""
-    if isinstance(value, Cel):
-        yield value
-    elif isinstance(value, Template):
-        yield from value.expressions
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _leaves(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
 
 
 _ENVIRONMENT: list[CelEnvironment] = []

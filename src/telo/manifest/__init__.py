@@ -18,7 +18,7 @@ from .diagnostics import (
 from .graph import BASE_NAMES, CelChecker, CelMode, CelScope
 from .loader import check_manifest, load_manifest
 from .model import Application, Import, LibraryModule, Manifest, ResourceDecl, Target, Variable
-from .nodes import Cel, Pos, Ref, Template, TextSpan
+from .nodes import Cel, Pos, Ref, Template, TextSpan, expressions_in
 from .positions import PositionTable
 
 __all__ = [
@@ -44,5 +44,6 @@ __all__ = [
     "TextSpan",
     "Variable",
     "check_manifest",
+    "expressions_in",
     "load_manifest",
 ]

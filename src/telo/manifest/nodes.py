@@ -16,7 +16,9 @@ Each carries its own :class:`Pos`. Plain values carry none: their positions live
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -113,3 +115,18 @@ class Template:
     @property
     def expressions(self) -> tuple[Cel, ...]:
         return tuple(p for p in self.parts if isinstance(p, Cel))
+
+
+def expressions_in(value: Any) -> Iterator[Cel]:
+    """Every expression of a manifest value, in document order: a :class:`Cel`, a :class:`Template`'s parts, and
+    those inside mappings and lists (an inline resource, already replaced by a :class:`Ref`, is not entered)."""
+    if isinstance(value, Cel):
+        yield value
+    elif isinstance(value, Template):
+        yield from value.expressions
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from expressions_in(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from expressions_in(item)

@@ -7,12 +7,12 @@ so a compile or type error is reported before anything runs, with its ``file:lin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from telo.errors import Code, TeloError
-from telo.manifest import Cel, Ref, Template
+from telo.manifest import Cel, Ref, Template, expressions_in
 
 if TYPE_CHECKING:
     from telo.cel import CelEnvironment, Program
@@ -119,7 +119,7 @@ class Compiler:
         """Which of ``names`` the expressions inside ``node`` read."""
         wanted = frozenset(names)
         found: set[str] = set()
-        for cel in _expressions(node):
+        for cel in expressions_in(node):
             found.update(wanted.intersection(self.program(cel, wanted).variables))
         return frozenset(found)
 
@@ -154,7 +154,7 @@ class Compiler:
         """Compile ``node``; its expressions may also read ``names`` (declared ``dyn``) from the scope."""
         if not has_expressions(node):
             return Constant(node, _where(node, where))
-        shared = len(list(_expressions(node))) > 1
+        shared = len(list(expressions_in(node))) > 1
         return Tree(self.node(node, names), _where(node, where), shared=shared)
 
     def target(self, node: Any, *, where: str, step_path: Sequence[str | int], step_name: str) -> Any:
@@ -162,19 +162,6 @@ class Compiler:
             return ResourceTarget(self.app, node, str(node.pos))
         raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where}: `invoke` must be `!ref <resource>` or an inline resource",
                         hint="write invoke: !ref myFunction")
-
-
-def _expressions(node: Any) -> Iterator[Cel]:
-    if isinstance(node, Cel):
-        yield node
-    elif isinstance(node, Template):
-        yield from node.expressions
-    elif isinstance(node, Mapping):
-        for v in node.values():
-            yield from _expressions(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _expressions(v)
 
 
 def _constant(value: Any) -> Node:
