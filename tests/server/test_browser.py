@@ -3,7 +3,8 @@ in headless Chromium through Playwright — list → run → deliver form → `t
 
 Under CI=true the browser must be there (the test fails otherwise; .ci/run installs Debian's chromium);
 elsewhere the test is skipped when /usr/bin/chromium is absent. A screenshot of each page (the runs list, a
-search, a parked run, its deliver form, a completed run, a failed run) goes to test-artifacts/, which CI keeps."""
+search, a parked run, its deliver form, a completed run, a failed run; the checkpoints, a fork, a bulk cancel's
+answer) goes to test-artifacts/, which CI keeps."""
 
 from __future__ import annotations
 
@@ -148,5 +149,49 @@ def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: st
             shots = {p.name for p in ARTIFACTS.glob("dashboard-*.png")}
             assert {"dashboard-runs.png", "dashboard-runs-search.png", "dashboard-run-failed.png",
                     "dashboard-run-parked.png", "dashboard-deliver-form.png", "dashboard-run-completed.png"} <= shots
+        finally:
+            browser.close()
+
+
+@pytest.mark.timeout(180)
+def test_fork_from_a_checkpoint_then_cancel_it_with_the_runs_pages_selection(parked: Path, ui: str) -> None:
+    """Issue 15: the operator console — fork a run from a checkpoint and land on the fork, which says its steps
+    run again under its own keys; then tick it on the runs page and cancel it, the answer saying per run."""
+    _require_browser()
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.set_default_timeout(15_000)
+            page.on("dialog", lambda dialog: dialog.accept())  # "Cancel every ticked run?"
+            page.goto(ui + "runs/flow%3Ab1")
+            row = page.locator('table.checkpoints tr[data-path="steps/first"]')
+            expect(row).to_have_count(1)
+            expect(page.locator("#fork-note")).to_contain_text("under the new run's idempotency keys")
+            page.locator("section.checkpoints").screenshot(path=str(ARTIFACTS / "dashboard-checkpoints.png"))
+            row.locator('input[name="runId"]').fill("flow:b1/again")
+            row.get_by_role("button", name="Fork from here").click()
+
+            expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1%2Fagain$"))
+            notice = page.locator("#notice")
+            expect(notice).to_contain_text("forked from flow:b1 at checkpoint")
+            expect(notice).to_contain_text("under the new run's idempotency keys (flow:b1/again/steps/")
+            expect(page.locator("#run-status")).to_have_text("running")
+            expect(page.locator('tr[data-category="fork"]')).to_have_count(1)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-run-forked.png"), full_page=True)
+
+            page.goto(ui + "runs")
+            page.get_by_label("select flow:b1/again").check()
+            page.get_by_label("select batch:f1").check()
+            page.click("#bulk-cancel")
+            expect(page.locator("#bulk-done")).to_have_text("1 of 2")
+            expect(page.locator('tr[data-run="flow:b1/again"]')).to_contain_text("cancelled")
+            expect(page.locator('tr[data-run="batch:f1"]')).to_contain_text("already failed")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-runs-bulk.png"), full_page=True)
+            assert {"dashboard-checkpoints.png", "dashboard-run-forked.png", "dashboard-runs-bulk.png"} <= {
+                p.name for p in ARTIFACTS.glob("dashboard-*.png")}
         finally:
             browser.close()

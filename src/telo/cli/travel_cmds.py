@@ -72,19 +72,12 @@ def fork_command(run: str, checkpoint: str, new_run: str | None, journal: str | 
     view = {"run": out.run, "forkedFrom": out.source, "checkpoint": out.checkpoint, "status": out.status}
     # Said on every fork, --json included (stderr): the one thing a fork does that the original's history
     # cannot warn about is hand the re-executed effects keys no outside system has seen.
-    echo_hint(fork_keys_note(out.run, out.source))
+    echo_hint(actions.fork_keys_note(out.run, out.source))
     if as_json:
         out_json(view)
         return
     key_values(view)
     echo_hint("a worker (`telo worker MANIFEST`) continues it from the checkpoint")
-
-
-def fork_keys_note(new_run: str, source: str) -> str:
-    """Why a fork may repeat an effect: its steps' idempotency keys are ``<run>/<step path>``, and the fork is
-    another run — an effect keyed by it is new to a system that deduplicated the original's."""
-    return (f"the steps after the checkpoint execute again under the new run's idempotency keys "
-            f"({new_run}/steps/…), not {source}'s: an effect that is not idempotent across runs may happen twice")
 
 
 def due_time(after: str | None, at: str | None, now_ms: int) -> int:

@@ -106,6 +106,14 @@ def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALU
     return operator.resolve_unconfirmed(store, run, path, action, value, now_ms)
 
 
+def fork_keys_note(new_run: str, source: str) -> str:
+    """Why a fork may repeat an effect (``telo fork`` and the dashboard say it alike): its steps' idempotency keys
+    are ``<run>/<step path>``, and the fork is another run — an effect keyed by it is new to a system that
+    deduplicated the original's."""
+    return (f"the steps after the checkpoint execute again under the new run's idempotency keys "
+            f"({new_run}/steps/…), not {source}'s: an effect that is not idempotent across runs may happen twice")
+
+
 def fork_id(run: str) -> str:
     """The default id of a fork of ``run``: ``<run>:fork:<8 hex>`` (docs/cli.md)."""
     return f"{run}{FORK_MARK}{uuid4_hex()[:8]}"

@@ -6,24 +6,21 @@ Pages                                  JSON
 (the run page's timeline)              ``GET /api/runs/{run}/journal``    its journal as a timeline, its steps
 (live refresh of the pages)            ``GET /api/events``                server-sent events: the runs changed
                                        ``GET /api/runs/{run}/events``     server-sent events: the run changed
-(forms on the run page)                ``POST /api/deliver``              deliver ``{token, payload}``
-                                       ``POST /api/runs/{run}/cancel``    cancel ``{reason?}``
-                                       ``POST /api/runs/{run}/resume``    resume ``{reason?, force?}``
+(the run page's checkpoints)           ``GET /api/runs/{run}/checkpoints`` restore and fork points
+(forms on the pages)                   ``POST /api/...``                  the operator's actions: :mod:`.operate`
 
 A run id can hold any character, so it travels percent-encoded as ONE path segment (``/`` as ``%2F``); the
-:class:`~telo.server.security.Guard` routes on the raw path and :func:`run_param` decodes it. The POST
-endpoints take JSON or a form: a form (the run page's) is answered with a redirect back to the page and a
-notice, JSON with JSON. Store calls block, so they run in Starlette's thread pool.
+:class:`~telo.server.security.Guard` routes on the raw path and :func:`~telo.server.operate.run_param` decodes
+it. Store calls block, so they run in Starlette's thread pool.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, quote, unquote, urlencode
+from urllib.parse import urlencode
 
 import jinja2
 from starlette.applications import Starlette
@@ -42,9 +39,9 @@ from telo.journal.model import STATUSES
 from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions
-from telo.server import console, live, search, views
-from telo.server.security import CSRF_FIELD, Guard, csrf_ok
-from telo.values import from_plain
+from telo.server import console, live, operate, search, views
+from telo.server.operate import run_param, run_url
+from telo.server.security import CSRF_FIELD, Guard
 
 T = TypeVar("T")
 
@@ -58,19 +55,11 @@ _STATUS_OF: Mapping[str, int] = {
     Code.INVALID_VALUE: 400,
     Code.INVALID_CURSOR: 400,
     Code.UI_CSRF: 403,
+    Code.DURABLE_EFFECT_NOT_UNCONFIRMED: 409,
+    Code.DURABLE_RUN_EXISTS: 409,
+    Code.RUN_BUSY: 409,
+    Code.CHECKPOINT_NOT_FOUND: 404,
 }
-_FORM_TYPES = ("application/x-www-form-urlencoded",)
-MAX_BODY = 1 << 20  # a payload is a JSON value for a journal entry, not an upload
-
-
-def run_url(run: str, suffix: str = "", *, api: bool = False) -> str:
-    """The URL of a run's page (or API resource): the id percent-encoded as one segment, whatever it holds."""
-    return f"{'/api' if api else ''}/runs/{quote(run, safe='')}{suffix}"
-
-
-def run_param(request: Request) -> str:
-    """The run id of a ``/runs/{run}`` route, decoded (the route matched the raw, still-encoded path)."""
-    return unquote(str(request.path_params["run"]), errors="strict")
 
 
 def _time_text(at: Any) -> str:
@@ -131,7 +120,12 @@ class Dashboard:
         detail = await self.call(views.run_detail, run)
         timeline = await self.call(views.timeline, run)
         bars = console.bars(timeline["steps"], timeline["lastSeq"])
-        return self.page(request, "run.html", {"run": detail, "timeline": timeline, "bars": bars})
+        try:
+            found: dict[str, Any] = await self.call(views.checkpoints, run)
+        except TeloError as exc:  # a log that does not read: the timeline shows why; the page still renders
+            found = {"run": run, "checkpoints": [], "error": {"code": exc.code, "message": redact(exc.message)}}
+        return self.page(request, "run.html", {"run": detail, "timeline": timeline, "bars": bars,
+                                               "checkpoints": found, "fork_note": actions.fork_keys_note})
 
     # --- JSON -----------------------------------------------------------------------------------------
 
@@ -145,6 +139,9 @@ class Dashboard:
     async def api_journal(self, request: Request) -> Response:
         return JSONResponse(await self.call(views.timeline, run_param(request)))
 
+    async def api_checkpoints(self, request: Request) -> Response:
+        return JSONResponse(await self.call(views.checkpoints, run_param(request)))
+
     async def api_events(self, request: Request) -> Response:
         return await live.stream(request, lambda: live.runs_version(self.store))
 
@@ -157,49 +154,6 @@ class Dashboard:
         listing = await self.call(search.search_runs, query)
         counts = await self.call(views.count_by_status, workflow=listing["workflow"])
         return listing, counts
-
-    # --- actions --------------------------------------------------------------------------------------
-
-    async def api_deliver(self, request: Request) -> Response:
-        async def act(body: Mapping[str, Any], is_form: bool) -> tuple[views.ActionResult, str]:
-            token = body.get("token")
-            if not isinstance(token, str) or not token:
-                raise TeloError(Code.DURABLE_TOKEN_REQUIRED, "a delivery needs the token the run parked on")
-            raw: Any = body.get("payload")
-            # A form carries the payload as JSON text; a JSON body carries it as plain JSON.
-            payload = (actions.payload_from_json(str(raw or "null"), "the payload") if is_form
-                       else from_plain(raw, {}))
-            result = await self.call(views.deliver, token, payload)
-            return result, (f"delivered to {token}" if result.done else
-                            f"nothing is parked on token {token!r}: it was already delivered, or never issued")
-
-        return await _action(request, act)
-
-    async def api_cancel(self, request: Request) -> Response:
-        run = run_param(request)
-
-        async def act(body: Mapping[str, Any], is_form: bool) -> tuple[views.ActionResult, str]:
-            result = await self.call(views.cancel, run, str(body.get("reason") or "cancelled from telo ui"))
-            return result, ("cancelled" if result.done else
-                            f"not cancelled: the run is already {result.data.get('status')}")
-
-        return await _action(request, act, run)
-
-    async def api_resume(self, request: Request) -> Response:
-        run = run_param(request)
-
-        async def act(body: Mapping[str, Any], is_form: bool) -> tuple[views.ActionResult, str]:
-            force = body.get("force") in (True, "true", "1", "on")
-            result = await self.call(views.resume, run, str(body.get("reason") or "resumed from telo ui"),
-                                     force=force)
-            if not result.done:
-                why = result.data.get("reason") or f"the run is {result.data.get('status')}"
-                hint = f" — {result.data['hint']}" if result.data.get("hint") else ""
-                return result, f"not resumed: {why}{hint}"
-            forced = " against the changed manifest (recorded)" if result.data.get("forced") else ""
-            return result, f"resumed{forced}: a worker (telo worker) or a rerun continues it"
-
-        return await _action(request, act, run)
 
     # --- errors ---------------------------------------------------------------------------------------
 
@@ -222,71 +176,6 @@ class Dashboard:
                          status=exc.status_code)
 
 
-Action = Callable[[Mapping[str, Any], bool], Awaitable[tuple[views.ActionResult, str]]]
-
-
-async def _action(request: Request, act: Action, run: str | None = None) -> Response:
-    """Run a POST action on its JSON or form body. A form (the run page's) is answered with a redirect back
-    to its page carrying a notice, its failure too; JSON with the action's report (409 if it did nothing)."""
-    ctype = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    is_form = ctype in _FORM_TYPES
-    body = await _body(request, is_form)
-    back = _local_path(body.get("next")) or (run_url(run) if run else "/runs")
-    try:
-        result, notice = await act(body, is_form)
-    except TeloError as exc:
-        if not is_form:
-            raise
-        return _redirect_notice(back, f"{exc.code}: {redact(exc.message)}", "error")
-    if not is_form:
-        return JSONResponse(result.data, status_code=200 if result.done else 409)
-    target = _local_path(body.get("next")) or (run_url(result.run) if result.run else back)
-    return _redirect_notice(target, notice, "ok" if result.done else "error")
-
-
-async def _body(request: Request, is_form: bool) -> dict[str, Any]:
-    """The POST body as a dict, after the CSRF check (a form carries the session's token in a field)."""
-    body: dict[str, Any]
-    declared = request.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) > MAX_BODY:  # refused before reading a byte of it
-        raise TeloError(Code.INVALID_VALUE, f"the request body must be at most {MAX_BODY} bytes")
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise TeloError(Code.INVALID_VALUE, f"the request body is larger than {MAX_BODY} bytes")
-    if is_form:
-        # The pages' forms are urlencoded; parsed here rather than through python-multipart, one dependency less.
-        try:
-            body = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, max_num_fields=100))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise TeloError(Code.INVALID_VALUE, f"the form is not urlencoded UTF-8: {exc}") from exc
-    else:
-        try:
-            parsed = json.loads(raw) if raw.strip() else {}
-        except ValueError as exc:
-            raise TeloError(Code.INVALID_VALUE, f"the request body is not JSON: {exc}") from exc
-        if not isinstance(parsed, dict):
-            raise TeloError(Code.INVALID_VALUE, "the request body must be a JSON object")
-        body = parsed
-    supplied = body.get(CSRF_FIELD)
-    if not csrf_ok(request, supplied if isinstance(supplied, str) else None):
-        raise TeloError(Code.UI_CSRF, "cross-site request refused: POST from the dashboard's own pages, send "
-                        "its Origin, or authenticate with 'Authorization: Bearer <token>'")
-    return body
-
-
-def _redirect_notice(target: str, notice: str, level: str) -> Response:
-    base = target.split("?", 1)[0]
-    return RedirectResponse(f"{base}?{urlencode({'notice': notice, 'level': level})}", status_code=303)
-
-
-_LOCAL = re.compile(r"^/(?![/\\])[^\s]*$")
-
-
-def _local_path(value: Any) -> str | None:
-    """``value`` if it is a path on this site (an open redirect to elsewhere is refused)."""
-    return value if isinstance(value, str) and _LOCAL.match(value) else None
-
-
 def _query_without(request: Request, *names: str) -> str:
     return urlencode([(k, v) for k, v in request.query_params.multi_items()
                       if k not in names and k not in ("notice", "level", "token")])
@@ -301,6 +190,7 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
     # The CSRF tokens' secret: new for every app, so a token is good only on the server that rendered it (a
     # restart invalidates open forms; reloading the page issues a new token for the same session cookie).
     csrf_secret = token_urlsafe(32).encode()
+    ops = operate.Operations(dash.call, dash.page)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -319,9 +209,15 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/runs/{run}/journal", dash.api_journal),
         Route("/api/events", dash.api_events),
         Route("/api/runs/{run}/events", dash.api_run_events),
-        Route("/api/deliver", dash.api_deliver, methods=["POST"]),
-        Route("/api/runs/{run}/cancel", dash.api_cancel, methods=["POST"]),
-        Route("/api/runs/{run}/resume", dash.api_resume, methods=["POST"]),
+        Route("/api/runs/{run}/checkpoints", dash.api_checkpoints),
+        Route("/api/deliver", ops.deliver, methods=["POST"]),
+        Route("/api/runs/{run}/cancel", ops.cancel, methods=["POST"]),
+        Route("/api/runs/{run}/resume", ops.resume, methods=["POST"]),
+        Route("/api/runs/{run}/resolve", ops.resolve, methods=["POST"]),
+        Route("/api/runs/{run}/restore", ops.restore, methods=["POST"]),
+        Route("/api/runs/{run}/fork", ops.fork, methods=["POST"]),
+        Route("/api/bulk/cancel", ops.bulk_cancel, methods=["POST"]),
+        Route("/api/bulk/resume", ops.bulk_resume, methods=["POST"]),
         Mount("/static", StaticFiles(packages=[("telo.server", "static")]), name="static"),
     ]
     guard = Middleware(Guard, token=token, csrf_secret=csrf_secret)

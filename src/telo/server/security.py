@@ -101,7 +101,7 @@ class Guard:
 
     Routing on the raw path keeps a run id's percent-encoded ``/`` inside its own segment: decoded, a run
     named ``a/journal`` would be indistinguishable from the journal of run ``a``. Endpoints decode their path
-    parameters themselves (:func:`telo.server.app.run_param`)."""
+    parameters themselves (:func:`telo.server.operate.run_param`)."""
 
     def __init__(self, app: ASGIApp, *, token: str | None, csrf_secret: bytes) -> None:
         self.app = app

@@ -20,6 +20,7 @@ from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Event, EventKind
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
+from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions, runs
 from telo.operations.runs import RunView
@@ -132,8 +133,24 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
         "cancel": not record.terminal,
         "resume": record.status == "parked" and not held,
         "resumeForce": held,
+        "resolve": _awaiting_answer(record),
     }
     return out
+
+
+def _awaiting_answer(record: RunRecord) -> list[dict[str, Any]]:
+    """The unconfirmed effects the run waits on an operator's answer for: it parks at ``<step>/@unconfirmed[n]``
+    (durable/unconfirmed.py), one at a time; ``telo resolve`` answers it."""
+    parked = record.parked
+    if record.status != "parked" or parked is None:
+        return []
+    try:
+        if paths.parse(parked.path)[-1].name != paths.UNCONFIRMED:
+            return []
+    except TeloError:
+        return []
+    return [{"step": paths.parent(parked.path) or parked.path, "path": parked.path, "resource": parked.resource,
+             "reason": parked.reason}]
 
 
 def _unconfirmed(view: RunView) -> list[dict[str, Any]]:
@@ -265,3 +282,61 @@ def resume(store: Store, run: str, reason: str, *, force: bool = False) -> Actio
     """Continue a parked run now (as ``telo resume [--force]``); refuses a held run without ``force``."""
     out = actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)
     return ActionResult(out.resumed, {"run": run, **out.to_json()}, run)
+
+
+def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALUE) -> ActionResult:
+    """Answer the unconfirmed effect at ``path``: redrive, skip with ``value`` as its result, or fail (as
+    ``telo resolve``)."""
+    out = actions.resolve(store, run, path, action, value, SYSTEM_CLOCK.now_ms())
+    return ActionResult(True, _plain(dict(out)), run)
+
+
+def checkpoints(store: Store, run: str) -> dict[str, Any]:
+    """The states the run can be restored to or forked from (as ``telo runs checkpoints``), oldest first."""
+    found = runs.checkpoints(store, run)
+    return {"run": run, "checkpoints": [{"seq": c.seq, "path": c.path, "epoch": c.epoch, "kind": c.kind}
+                                        for c in found]}
+
+
+def restore(store: Store, run: str, checkpoint: int | str, reason: str) -> ActionResult:
+    """Roll the run back to ``checkpoint`` as a new epoch (as ``telo restore``)."""
+    out = actions.restore(store, run, checkpoint, reason=reason)
+    return ActionResult(True, {"run": run, "restored": True, "checkpoint": out.checkpoint, "epoch": out.epoch,
+                               "status": out.status}, run)
+
+
+def fork(store: Store, run: str, checkpoint: int | str, new_run: str | None) -> ActionResult:
+    """Copy the run's state at ``checkpoint`` into a new run (as ``telo fork [--run-id]``); ``run`` of the
+    result is the new run."""
+    out = actions.fork(store, run, checkpoint, new_run or None)
+    return ActionResult(True, {"run": out.run, "forkedFrom": out.source, "checkpoint": out.checkpoint,
+                               "status": out.status, "note": actions.fork_keys_note(out.run, out.source)}, out.run)
+
+
+MAX_BULK: Final = 500  # runs one bulk action may name (a page of the list holds at most MAX_PAGE_SIZE)
+
+
+def bulk(store: Store, action: str, selected: list[str], reason: str, *, force: bool = False) -> dict[str, Any]:
+    """Cancel or resume each run of ``selected`` in turn, as the single actions do (resume forces a held run
+    only with ``force``): one result per run, in order, saying what happened — ``done``, the action's report,
+    and for a refusal its reason (or ``error``: the code the operation raised, e.g. an unknown run)."""
+    one: Callable[[str], ActionResult]
+    if action == "cancel":
+        one = partial(cancel, store, reason=reason)
+    elif action == "resume":
+        one = partial(resume, store, reason=reason, force=force)
+    else:
+        raise TeloError(Code.INVALID_VALUE, f"unknown bulk action {action!r}", hint="use cancel or resume")
+    if not selected or len(selected) > MAX_BULK:
+        raise TeloError(Code.INVALID_VALUE, f"select between 1 and {MAX_BULK} runs (got {len(selected)})")
+    results: list[dict[str, Any]] = []
+    for run in dict.fromkeys(selected):  # each run once, in the order given
+        try:
+            result = one(run)
+        except TeloError as exc:
+            error = {"code": exc.code, "message": redact(exc.message),
+                     **({"hint": redact(exc.hint)} if exc.hint else {})}
+            results.append({"run": run, "done": False, "error": error})
+            continue
+        results.append({**result.data, "run": run, "done": result.done})
+    return {"action": action, "force": force, "done": sum(r["done"] for r in results), "results": results}

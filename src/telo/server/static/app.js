@@ -21,6 +21,18 @@ function enhance(root) {
       if (!window.confirm(form.dataset.confirm)) event.preventDefault();
     });
   }
+  // A button may ask on its own (the runs page's "Cancel selected"; "Resume selected" posts at once).
+  for (const button of root.querySelectorAll("button[data-confirm]")) {
+    button.addEventListener("click", (event) => {
+      if (!window.confirm(button.dataset.confirm)) event.preventDefault();
+    });
+  }
+  // A ticked row keeps its part of the page from being swapped by the live refresh (and losing the tick).
+  for (const box of root.querySelectorAll('input[type="checkbox"][form]')) {
+    box.addEventListener("change", () => {
+      if (box.checked) box.dataset.dirty = "1"; else delete box.dataset.dirty;
+    });
+  }
   // Check a JSON payload (and the Await's schema, when it recorded one) before it is sent, so a typo is
   // caught here rather than answered by the server.
   for (const area of root.querySelectorAll("textarea[data-json]")) {
