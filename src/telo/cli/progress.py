@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
+
+from telo.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
     from telo.durable.handle import LocalRunHandle
@@ -283,7 +284,7 @@ class LiveProgress(Progress):
         with self.lock:
             row = self.rows.get((run, path))
             if row is not None:
-                row.retry = (attempt, attempts, time.monotonic() + delay_ms / 1000)
+                row.retry = (attempt, attempts, SYSTEM_CLOCK.monotonic() + delay_ms / 1000)
 
     def unconfirmed(self, run: str, path: str, target: Mapping[str, str] | None, how: str) -> None:
         self.start()
@@ -323,7 +324,7 @@ class LiveProgress(Progress):
         text = state
         if state == "executing" and row.retry is not None:
             attempt, attempts, due = row.retry
-            left = due - time.monotonic()
+            left = due - SYSTEM_CLOCK.monotonic()
             text = f"attempt {attempt}/{attempts} failed, next in {ms_text(left * 1000)}" if left > 0 else \
                 f"attempt {attempt + 1}/{attempts}"
         return f"{text}; {row.note}" if row.note else text
