@@ -261,8 +261,9 @@ class AsyncApp(OperatorActions):
                 return run_result(record)
             if local:
                 # Executing here: wait for it (a park read now may be the one it is about to continue), except
-                # through a time park under a fake clock, which only the test's clock can end.
-                if timed and self._fake_clock:
+                # through a time park under a fake clock still in the future, which only the test's clock can
+                # end. A park already due is the one the execution is about to lift (a recovered run).
+                if timed and self._fake_clock and record.due_at is not None and record.due_at > self.clock.now_ms():
                     return run_result(record)
             elif record.status == "parked":
                 return run_result(record)
