@@ -57,12 +57,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         report_error(exc)
         # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
         sys.exit(EXIT_ERROR if exc.code in CONFIGURATION_REFUSED else EXIT_FAILED)
-    for run, error in app.failed_runs:
-        click.echo(f"run {run!r} failed: {error.get('code', Code.INTERNAL)}: {error.get('message', '')}",
-                   err=True)
-    for run, error in app.stopped_runs:
-        click.echo(f"run {run!r} stopped before it settled (it continues wherever it is executed next): "
-                   f"{error.get('code', Code.INTERNAL)}: {error.get('message', '')}", err=True)
+    run_outcome.report_problems(app.outcomes)
     if as_json:
         click.echo(json.dumps(run_outcome.settled_answers(app.target_results, app.outcomes), ensure_ascii=False))
     else:

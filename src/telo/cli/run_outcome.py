@@ -37,6 +37,7 @@ from telo.cli.common import (
     printable,
     time_text,
 )
+from telo.errors import Code
 from telo.operations.project import JournalSource
 from telo.runtime.resource import RunOutcome
 
@@ -132,6 +133,19 @@ def _parked(outcome: RunOutcome, m: str, j: str) -> str:
     if isinstance(at, int):
         return f"parked until {time_text(at)} (a worker continues it then: telo worker {m})"
     return f"parked at {parked.get('path')!r} (telo status {run}{j})"
+
+
+def report_problems(outcomes: Mapping[str, RunOutcome]) -> None:
+    """On stderr, as errors: the runs that failed, then those an execution here stopped before they settled."""
+    for o in outcomes.values():
+        if o.status == "failed":
+            error = o.error or {}
+            click.echo(f"run {o.run!r} failed: {error.get('code', Code.INTERNAL)}: {error.get('message', '')}",
+                       err=True)
+    for o in outcomes.values():
+        if o.status == "running" and o.error is not None:
+            click.echo(f"run {o.run!r} stopped before it settled (it continues wherever it is executed next): "
+                       f"{o.error.get('code', Code.INTERNAL)}: {o.error.get('message', '')}", err=True)
 
 
 def report(outcomes: Mapping[str, RunOutcome], manifest: str) -> None:

@@ -41,17 +41,8 @@ def runs() -> None:
 
 def parse_since(text: str, now_ms: int) -> int:
     """``--since``: a duration back from now (``90m``, ``2h``, ``1d``), an RFC 3339 timestamp, or epoch ms."""
-    from telo.kinds.addressing import duration_ms
-    from telo.values.types import parse_rfc3339
-
-    if text.isdigit():
-        return int(text)
     try:
-        return parse_rfc3339(text).epoch_millis()
-    except ValueError:
-        pass
-    try:
-        return now_ms - duration_ms(text, "--since")
+        return runs_ops.since_ms(text, now_ms)  # as the Python API's runs(since=) reads it
     except TeloError:
         raise click.BadParameter(f"{text!r} is neither a duration (90m, 2h, 1d), an RFC 3339 timestamp nor "
                                  "epoch milliseconds", param_hint="--since") from None

@@ -26,7 +26,6 @@ from telo.cli.common import (
     time_text,
 )
 from telo.clock import SYSTEM_CLOCK
-from telo.errors import Code
 from telo.operations import actions
 
 
@@ -81,14 +80,13 @@ def fork_command(run: str, checkpoint: str, new_run: str | None, journal: str | 
 
 
 def due_time(after: str | None, at: str | None, now_ms: int) -> int:
-    from telo.kinds.addressing import duration_ms, instant_ms
+    """``--after``/``--at`` as the Python API reads ``after=``/``at=`` (operations.starting.due_ms); giving both
+    or neither is a usage error here (exit 2)."""
+    from telo.operations.starting import due_ms
 
     if (after is None) == (at is None):
         raise click.UsageError("give exactly one of --after DURATION or --at TIMESTAMP")
-    if after is not None:
-        return now_ms + duration_ms(after, "--after")
-    assert at is not None
-    return instant_ms(int(at) if at.isdigit() else at, Code.DURABLE_SCHEDULE_INVALID, "--at")
+    return due_ms(after, at, now_ms, names=("--after", "--at"))
 
 
 async def admit_scheduled(manifest: str, workflow: str, inputs: Mapping[str, Any], run_id: str | None,

@@ -257,10 +257,6 @@ class Workflow(Resource):
             except Exception:
                 log.exception("durable.run.crashed", extra={"durable.run": run})
                 raise
-            if execution.status == "failed":
-                self.app.run_failed(run, execution.error or {})
-            elif execution.status == "running" and execution.error is not None:
-                self.app.run_stopped(run, execution.error)
             self.app.run_rested(_outcome(execution))
             if execution.status != "parked":
                 return execution

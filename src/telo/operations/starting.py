@@ -44,10 +44,11 @@ class Scheduled:
     due_at: int | None = None
 
 
-def due_ms(after: Any, at: Any, now_ms: int) -> int:
+def due_ms(after: Any, at: Any, now_ms: int, *, names: tuple[str, str] = ("after", "at")) -> int:
     """When a scheduled run is due, from exactly one of ``after`` (a duration from ``now_ms``: ``90s``, ``2h``,
     or a number of seconds, or a ``timedelta``) and ``at`` (epoch ms, a ``datetime``, a
-    :class:`~telo.values.Timestamp`, or RFC 3339 text); ``ERR_DURABLE_SCHEDULE_INVALID`` otherwise."""
+    :class:`~telo.values.Timestamp`, or RFC 3339 text); ``ERR_DURABLE_SCHEDULE_INVALID`` otherwise. ``names``:
+    how errors name the two (``telo schedule``: ``--after``, ``--at``)."""
     from telo.kinds.addressing import duration_ms, instant_ms
 
     if (after is None) == (at is None):
@@ -58,10 +59,11 @@ def due_ms(after: Any, at: Any, now_ms: int) -> int:
             return now_ms + int(after.total_seconds() * 1000)
         if isinstance(after, int | float) and not isinstance(after, bool):
             return now_ms + int(after * 1000)  # seconds, as every wait of the Python API
-        return now_ms + duration_ms(after, "after")
+        return now_ms + duration_ms(after, names[0])
     if isinstance(at, datetime.datetime):
         return int(at.timestamp() * 1000)
-    return instant_ms(int(at) if isinstance(at, str) and at.isdigit() else at, Code.DURABLE_SCHEDULE_INVALID, "at")
+    return instant_ms(int(at) if isinstance(at, str) and at.isdigit() else at, Code.DURABLE_SCHEDULE_INVALID,
+                      names[1])
 
 
 async def schedule(app: Application, workflow: str, inputs: Mapping[str, Any], run_id: str | None,

@@ -60,8 +60,6 @@ class Application:
         self.holds: set[asyncio.Future[Any]] = set()
         self.target_results: dict[str, Any] = {}
         self.inputs: dict[str, Any] = {}  # `telo run --input k=v`: the targets' inputs
-        self.failed_runs: list[tuple[str, dict[str, Any]]] = []
-        self.stopped_runs: list[tuple[str, dict[str, Any]]] = []
         # where each durable run this process started or attached to came to rest, in first-seen order
         self.outcomes: dict[str, RunOutcome] = {}
 
@@ -174,20 +172,11 @@ class Application:
     def request_exit(self, code: int) -> None:
         self.exit_code = max(self.exit_code, code)
 
-    def run_failed(self, run: str, error: Mapping[str, Any]) -> None:
-        """A durable run this process executed settled ``failed``: ``telo run`` reports it. The exit code
-        stays the targets' (reference §1: a run is started detached; its outcome is `telo result`'s to
-        tell), so scenario manifests that fail runs on purpose keep their meaning."""
-        self.failed_runs.append((run, dict(error)))
-
-    def run_stopped(self, run: str, error: Mapping[str, Any]) -> None:
-        """An execution of a durable run in this process stopped before the run settled — its claim went to
-        another execution, or a journal write failed — and left the run for another: ``telo run`` reports it."""
-        self.stopped_runs.append((run, dict(error)))
-
     def run_rested(self, outcome: RunOutcome) -> None:
         """A durable run this process started or attached to came to rest (for now: a run waiting for time
-        continues here, and reports again): ``telo run`` reports the last of each run."""
+        continues here, and reports again): ``telo run`` reports the last of each run — settled ``failed``, or
+        left ``running`` by an execution that stopped (its claim went to another, a journal write failed)
+        included."""
         self.outcomes[outcome.run] = outcome
 
     async def run_targets(self) -> None:

@@ -24,13 +24,7 @@ Node = Callable[[Mapping[str, Any], "Memo | None"], Any]
 
 
 def has_expressions(node: Any) -> bool:
-    if isinstance(node, Cel | Template):
-        return True
-    if isinstance(node, Mapping):
-        return any(has_expressions(v) for v in node.values())
-    if isinstance(node, list):
-        return any(has_expressions(v) for v in node)
-    return False
+    return next(expressions_in(node), None) is not None
 
 
 @dataclass(frozen=True, slots=True)
