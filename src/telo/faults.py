@@ -1,8 +1,9 @@
 """Fault-injection points for the crash suite: named boundaries where a test kills this process.
 
 They exist only when a test arms them through the environment — ``TELO_FAULT=<name>`` kills the process with
-SIGKILL the first time execution reaches that point, ``TELO_FAULT=<name>@<n>`` the n-th time — and cost one
-global lookup otherwise. Normal runs never set the variable. The named boundaries are listed in
+SIGKILL the first time execution reaches that point, ``TELO_FAULT=<name>@<n>`` the n-th time, and
+``TELO_FAULT=<name>[@<n>]:stop`` SIGSTOPs it there instead (a pause: the test continues it with SIGCONT) — and
+cost one global lookup otherwise. Normal runs never set the variable. The named boundaries are listed in
 :data:`POINTS` so a test cannot arm a point that does not exist.
 """
 
@@ -27,17 +28,23 @@ POINTS = frozenset({
     # deliverer has not answered yet
     "after-snapshot-append",  # compaction appended its snapshot; nothing truncated yet
     "before-claim-renewal",  # a running body is about to renew its claim
+    "before-journal-commit",  # the PostgreSQL writer sent a batch's statements (its row locks are held) and is
+    # about to send COMMIT
 })
 
 
-def _armed() -> tuple[str, int] | None:
+def _armed() -> tuple[str, int, int] | None:
+    """(point, which hit, the signal to send) from ``TELO_FAULT``."""
     spec = os.environ.get("TELO_FAULT")
     if not spec:
         return None
+    spec, _, flavour = spec.partition(":")
     name, _, count = spec.partition("@")
     if name not in POINTS:
         raise SystemExit(f"TELO_FAULT names no fault point: {name!r} (known: {', '.join(sorted(POINTS))})")
-    return name, int(count or 1)
+    if flavour not in ("", "stop"):
+        raise SystemExit(f"TELO_FAULT: unknown flavour {flavour!r} (only ':stop')")
+    return name, int(count or 1), signal.SIGSTOP if flavour else signal.SIGKILL
 
 
 _ARMED = _armed()
@@ -52,7 +59,7 @@ def armed(name: str) -> bool:
 
 
 def point(name: str) -> None:
-    """Kill this process here if a test armed ``name`` (and this is the armed hit)."""
+    """Kill (or stop) this process here if a test armed ``name`` (and this is the armed hit)."""
     global _hits
     if _ARMED is None or _ARMED[0] != name:
         return
@@ -61,4 +68,6 @@ def point(name: str) -> None:
         if _hits == _ARMED[1]:
             sys.stdout.flush()
             sys.stderr.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
+            # raise(), not kill(getpid()): a process-directed SIGSTOP may be taken by another thread while this
+            # one goes on for a moment (a COMMIT was seen to leave after it); raise() signals this thread.
+            signal.raise_signal(_ARMED[2])

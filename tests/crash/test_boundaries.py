@@ -85,7 +85,8 @@ CASES = [
     Case("after-park-record", 1, recover="worker", core=True, parked_at="steps/nap"),
     Case("after-park-record", 2, parked_at="steps/approve"),
 ]
-SPECIAL = ("after-delivery-append", "after-snapshot-append", "before-claim-renewal")
+# Armed by other tests: before-journal-commit by tests/faults/test_one_executor.py (a stop, not a kill).
+SPECIAL = ("after-delivery-append", "after-snapshot-append", "before-claim-renewal", "before-journal-commit")
 
 
 def test_every_fault_point_is_exercised() -> None:

@@ -189,10 +189,14 @@ class Soak:
                     else:
                         slots[i] = (proc, None, paused_until)
             time.sleep(0.005)
+        # Continue every paused process before waiting for any: a worker may be waiting for a run a paused one
+        # holds (on the file journal, for the flock of the run file it was stopped inside), and waiting for it
+        # first kept that one stopped for the worker's whole 60 s (seen once in CI).
+        for slot in slots:
+            if slot is not None and slot[2] is not None:
+                slot[0].signal(signal.SIGCONT)
         for slot in slots:
             if slot is not None:
-                if slot[2] is not None:
-                    slot[0].signal(signal.SIGCONT)
                 self.settle(slot[0])
 
     def finish(self) -> None:

@@ -46,9 +46,10 @@ from telo.journal.postgres_groups import append_group
 from telo.journal.postgres_reads import LoopReads, PgReads
 from telo.journal.postgres_rows import db_errors
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
+from telo.journal.postgres_session import CONNECT_OPTIONS, configure
 from telo.journal.postgres_sql import PgSql
 from telo.journal.postgres_tx import ambient_of, joined, open_transaction
-from telo.journal.postgres_wake import CONNECT_OPTIONS, WakeHub
+from telo.journal.postgres_wake import WakeHub
 from telo.journal.postgres_writer import PgBatches
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction, WakeCallback
 
@@ -97,6 +98,7 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
             kwargs={"autocommit": True, **CONNECT_OPTIONS},
             # A connection the server dropped while idle is replaced on checkout instead of failing a write.
             check=ConnectionPool.check_connection,
+            configure=configure,  # transactions left idle end (telo.journal.postgres_session)
             name=f"telo-{names.prefix}",
             num_workers=1,
             open=True,
@@ -110,7 +112,9 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
         self._statuses: LoopReads[str] = LoopReads(self.read_statuses)
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self._url, autocommit=True, **CONNECT_OPTIONS)
+        conn = psycopg.connect(self._url, autocommit=True, **CONNECT_OPTIONS)
+        configure(conn)
+        return conn
 
     @property
     def stats(self) -> WriterStats:

@@ -18,6 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from telo.errors import Code, JournalError
 from telo.journal.postgres_rows import db_errors
+from telo.journal.postgres_session import limit_joinable
 from telo.journal.store import Store, StoreTransaction
 
 
@@ -48,13 +49,13 @@ def open_transaction(store: Store, pool: ConnectionPool[psycopg.Connection[Any]]
     when it raises. Opened while another of ``store``'s is ambient, it is a SAVEPOINT on that connection."""
     outer = ambient_of(store)
     if outer is not None:
-        with _open(store, outer.connection) as tx:
+        with _open(store, outer.connection, outermost=False) as tx:
             yield tx
         return
     with db_errors("open a transaction"):
         conn = pool.getconn()
     try:
-        with _open(store, conn) as tx:
+        with _open(store, conn, outermost=True) as tx:
             yield tx
     finally:
         pool.putconn(conn)
@@ -69,11 +70,13 @@ def joined(store: Store, tx: StoreTransaction) -> bool:
 
 
 @contextmanager
-def _open(store: Store, conn: psycopg.Connection[Any]) -> Iterator[StoreTransaction]:
+def _open(store: Store, conn: psycopg.Connection[Any], *, outermost: bool) -> Iterator[StoreTransaction]:
     tx = PgTransaction(store, conn)
     body_done = False
     try:
         with conn.transaction():  # BEGIN (or SAVEPOINT); COMMIT on normal exit, ROLLBACK on any raise
+            if outermost:  # idle past the holder's lease, the server ends it (telo.journal.postgres_session)
+                limit_joinable(conn, store.claim_ttl_ms)
             token = AMBIENT.set((*AMBIENT.get(), tx))
             try:
                 yield tx

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import psycopg
 from psycopg import sql
 
+from telo.journal.postgres_session import CONNECT_OPTIONS
 from telo.journal.redact import redact
 
 log = logging.getLogger("telo.journal.postgres")
@@ -23,14 +24,6 @@ _POLL_S: Final = 0.25  # how often the listen loop looks at its stop flag
 _READY_WAIT_S: Final = 5.0
 _BACKOFF_FIRST_S: Final = 0.1
 _BACKOFF_MAX_S: Final = 5.0
-# TCP keepalives so a silently dropped connection is noticed and re-established instead of listening forever.
-CONNECT_OPTIONS: Final[dict[str, Any]] = {
-    "connect_timeout": 10,
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
 
 
 class WakeListener:

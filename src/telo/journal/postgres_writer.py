@@ -30,6 +30,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import pq
 
+from telo import faults
 from telo.errors import Code, JournalError
 from telo.journal.batch_plan import GroupRunner, OneAtATime, plan
 from telo.journal.chain import WriteChain
@@ -141,6 +142,7 @@ class PgBatches:
                     outcomes[k] = result
                     if not result[0]:
                         break_chain(live[k], result[1])  # before a later write of its chain runs
+            faults.point("before-journal-commit")
             conn.execute("COMMIT")
             return outcomes
         except _Redo:

@@ -22,7 +22,8 @@ import pytest
 from psycopg import sql
 
 from telo.clock import FakeClock, process_start_ticks
-from telo.errors import JournalError, TeloError
+from telo.errors import Code, JournalError, TeloError
+from telo.journal import postgres_session
 from telo.journal.claims import Holder, this_host
 from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, Parked, RunFilter
 from telo.journal.postgres import PostgresStore
@@ -267,6 +268,45 @@ def test_commit_keeps_entries_and_hides_them_until_then(
         assert other.read_entries("r1") == []  # uncommitted: invisible to other connections
     assert other.read_entries("r1") == [stored]
     assert other.read_entries("r1")[0].decode("r1") == {"ok": True}
+
+
+def test_a_transaction_left_idle_past_the_lease_is_ended_by_the_server(
+    open_store: Callable[..., PostgresStore], monkeypatch: pytest.MonkeyPatch, prefix: str
+) -> None:
+    """A holder stopped inside a joinable transaction (SIGSTOP, a frozen VM) held its run's row against every
+    sweep (``SKIP LOCKED``) for as long as it stayed stopped; the server now ends the transaction once it sat
+    idle for the holder's lease (telo.journal.postgres_session), and the run can be taken over."""
+    monkeypatch.setattr(postgres_session, "IDLE_TRANSACTION_TIMEOUT_MS", 300)
+    holder, sweeper = open_store(), open_store()
+    holder.claim_ttl_ms = 1_000
+    _admit(holder, "r1")
+    assert holder.claim("r1", OTHER_A, 1_000, NOW)
+    waited = float("inf")
+    with pytest.raises(JournalError) as failed, holder.transaction() as tx:
+        holder.append("r1", Entry.step("steps/a", TARGET, 1))
+        tx.connection.execute(f"SELECT run FROM {prefix}_runs WHERE run = 'r1' FOR UPDATE")  # until COMMIT
+        started = time.monotonic()
+        while time.monotonic() - started < 15:
+            if sweeper.due_runs(NOW + 5_000, 10) == ["r1"]:  # past the lease: due, once no lock hides it
+                waited = time.monotonic() - started
+                break
+            time.sleep(0.05)
+    assert 0.9 <= waited < 5, f"the run stayed locked for {waited:.1f} s (bound: the 1 s lease)"
+    assert failed.value.code == Code.JOURNAL_FAILED and "commit" in str(failed.value)
+    assert sweeper.read_entries("r1") == []  # rolled back with the session
+    assert sweeper.claim("r1", OTHER_B, TTL, NOW + 5_000)
+
+
+def test_a_joinable_transaction_is_bounded_by_the_lease_when_it_is_longer(store: PostgresStore) -> None:
+    store.claim_ttl_ms = 90_000
+    with store.transaction() as tx:
+        assert tx.connection.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("90s",)
+    with store.transaction() as tx, store.transaction() as inner:  # a savepoint: the outer bound
+        assert inner.connection.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("90s",)
+    store.claim_ttl_ms = 1_000  # shorter than telo's own bound: telo's own
+    with store.transaction() as tx:
+        shown = tx.connection.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+    assert shown == (f"{postgres_session.IDLE_TRANSACTION_TIMEOUT_MS // 1000}s",)
 
 
 def test_a_body_error_from_its_own_sql_reaches_the_caller_unchanged(store: PostgresStore) -> None:
