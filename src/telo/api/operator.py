@@ -118,11 +118,15 @@ class OperatorActions:
         return Resolution(target, path, chosen[0], out.get("resolution"), continued)
 
     async def fork(self, run: RunLike, checkpoint: int | Checkpoint, new_run: str | None = None, *,
-                   continue_run: bool = True) -> RunRef:
+                   keep_keys: bool = False, continue_run: bool = True) -> RunRef:
         """Copy the run's state at ``checkpoint`` into a new run (``new_run``, default ``<run>:fork:<8 hex>``),
-        leaving the original untouched; the copy continues from there."""
+        leaving the original untouched; the copy continues from there (``telo fork``). Its steps after the
+        checkpoint execute under its own idempotency keys, or — ``keep_keys=True``, recorded in its journal — under
+        ``run``'s (``<run>/<step path>``; a fork of such a fork keeps the first run's), so a system that
+        deduplicates by key answers them from its record of the original's effects (``telo fork --keep-keys``)."""
         await self._ready()
-        out = await asyncio.to_thread(actions.fork, self._store(), run_id(run), checkpoint, new_run)
+        out = await asyncio.to_thread(lambda: actions.fork(self._store(), run_id(run), checkpoint, new_run,
+                                                           keep_keys=keep_keys))
         if continue_run:
             await self._continue(out.run, background=True)
         return RunRef(out.run, out.workflow, True, out.status)

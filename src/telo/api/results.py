@@ -53,6 +53,8 @@ class RunStatus:
     unconfirmed_effects: tuple[Mapping[str, Any], ...] = ()  # {step, resolution} of each unknown outcome
     created_at: int | None = None
     updated_at: int | None = None
+    forked_from: str | None = None  # a fork's source run (read from its journal by status(), not by runs())
+    keeps_keys_of: str | None = None  # the run whose idempotency keys a fork made with keep_keys carries
 
     @property
     def settled(self) -> bool:
@@ -177,9 +179,11 @@ def run_result(record: RunRecord) -> RunResult:
 def run_status(view: RunView) -> RunStatus:
     record, claim = view.record, view.record.claim
     unconfirmed = tuple({"step": u.step, "resolution": u.resolution()} for u in view.unconfirmed)
+    origin = view.origin
     return RunStatus(record.run, record.status, record.workflow, record.due_at, record.parked,
                      run_error(record.error), claim.holder if claim else None, claim.until if claim else None,
-                     unconfirmed, record.created_at, record.updated_at)
+                     unconfirmed, record.created_at, record.updated_at, origin.source if origin else None,
+                     origin.keys if origin else None)
 
 
 def record_status(record: RunRecord) -> RunStatus:

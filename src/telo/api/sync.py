@@ -151,9 +151,9 @@ class App:
         return self._call(self.aio.resume(run, force=force, reason=reason, continue_run=continue_run))
 
     def fork(self, run: RunLike, checkpoint: int | Checkpoint, new_run: str | None = None, *,
-             continue_run: bool = True) -> RunRef:
+             keep_keys: bool = False, continue_run: bool = True) -> RunRef:
         """See :meth:`AsyncApp.fork`."""
-        return self._call(self.aio.fork(run, checkpoint, new_run, continue_run=continue_run))
+        return self._call(self.aio.fork(run, checkpoint, new_run, keep_keys=keep_keys, continue_run=continue_run))
 
     def restore(self, run: RunLike, checkpoint: int | Checkpoint, *, reason: str = "restored by operator",
                 continue_run: bool = True) -> RunStatus:

@@ -131,6 +131,9 @@ def show_view(store: Store, run: str) -> dict[str, Any]:
         "createdAt": json_time(record.created_at), "updatedAt": json_time(record.updated_at),
         "dueAt": json_time(record.due_at),
     }
+    if status.origin is not None:  # a fork: where from, and whose idempotency keys its steps carry if not its own
+        view.update(forkedFrom=status.origin.source, forkCheckpoint=status.origin.checkpoint,
+                    keepsKeysOf=status.origin.keys)
     inputs = record.decoded_inputs()
     if inputs is not NO_VALUE:
         view["inputs"] = inputs

@@ -56,6 +56,9 @@ class LocalRunHandle:
     def __init__(self, store: AsyncStore, state: RunState, *, clock: Clock = SYSTEM_CLOCK,
                  fence: Fence | None = None) -> None:
         self.run_id = state.run
+        # Whose id its effects' idempotency keys carry: a fork made with keep-keys records its root's in the
+        # journal (telo.journal.lineage), so every execution of it — this process's or another's — hands out the same.
+        self.key_run = state.key_run
         self.store = store
         self.clock = clock
         self.epoch = state.epoch

@@ -34,6 +34,7 @@ class _Handle(Protocol):
     """What resolving needs of the run handle (telo.durable.handle.LocalRunHandle)."""
 
     run_id: str
+    key_run: str  # whose id the effects' idempotency keys carry (a fork may keep its source's)
     entries: dict[str, Entry]
     events: EventBus | None  # the application's: told each resolution (``<target>.InvokeUnconfirmed``)
 
@@ -53,7 +54,7 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
     ``ERR_DURABLE_EFFECT_UNCONFIRMED`` to fail, or parks for an operator."""
     run = handle.run_id
     where = effects.unconfirmed_path(path, state.resolution_index)
-    key = f"{run}/{path}"
+    key = f"{handle.key_run}/{path}"  # the key the effect was handed, which a lookup asks the outside about
     recorded = handle.entries.get(where)
     if recorded is not None:
         decision = recorded.decode(run)
@@ -106,5 +107,5 @@ def _tell(handle: _Handle, path: str, target: Mapping[str, str] | None, decision
     name = target.get("name", "?") if target else "?"
     ref = {"kind": target.get("kind", "?"), "name": name} if target else None
     events.emit(f"{name}.InvokeUnconfirmed", {
-        "ref": ref, "run": handle.run_id, "path": path, "key": f"{handle.run_id}/{path}",
+        "ref": ref, "run": handle.run_id, "path": path, "key": f"{handle.key_run}/{path}",
         "action": decision.get("action"), "by": decision.get("by"), "found": decision.get("found")})

@@ -19,6 +19,9 @@ Execute = Callable[[], Awaitable[Any]]
 
 class RunHandle(Protocol):
     run_id: str
+    # Whose id prefixes the idempotency key handed to each effect, ``<key_run>/<step path>`` (event-log §2): the
+    # run's own, or — for a fork that keeps the original's keys — the run it was forked from.
+    key_run: str
 
     async def step(self, path: str, target: Mapping[str, str] | None, inputs: Any, execute: Execute) -> Any:
         """Hand over an effect: the recorded result on replay, else ``await execute()`` journaled on completion.

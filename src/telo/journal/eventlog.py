@@ -13,7 +13,8 @@ effect_receipt (+ transaction) a step entry, written on completion; or a ``failu
 retry_decision                 a decision at a ``retry[k]`` or ``@retry…`` segment
 interrupt                      the run record's park (status ``parked``)
 snapshot                       a decision at ``@snapshot[<base>]`` holding the whole state
-transaction                    every other decision; a restore (``@restore[k]``) or fork (``@forked``)
+transaction                    every other decision; a restore (``@restore[k]``) or fork (``@forked``,
+                               which also records whose keys the fork's steps carry: telo.journal.lineage)
 stream_cursor                  none: telo has no streams; a composer's per-turn decisions pin its cursor
 =============================  ======================================================================
 
@@ -41,13 +42,14 @@ from typing import Any
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import Code, JournalError
-from telo.journal import rules
+from telo.journal import lineage, rules
+from telo.journal.lineage import Origin
 from telo.journal.model import Admission, Entry, RunRecord
 from telo.journal.store import Store
 
 SNAPSHOT = "snapshot"
 RESTORE = "restore"
-FORKED = paths.reserved("forked")
+FORKED = lineage.FORKED
 _SNAPSHOT_SEG = paths.reserved(SNAPSHOT)
 _RESTORE_SEG = paths.reserved(RESTORE)
 _EPOCH_SEG = paths.reserved("epoch")
@@ -87,6 +89,12 @@ class RunState:
     epoch: int
     version: int  # the log position folded up to
     hash: str  # sha256 of the effective entries' content (seq excluded)
+    origin: Origin | None = None  # a fork's provenance (telo.journal.lineage), None for any other run
+
+    @property
+    def key_run(self) -> str:
+        """Whose id prefixes its steps' idempotency keys (event-log §2; a fork may keep its root's)."""
+        return lineage.key_run(self.run, self.origin)
 
     def storage_path(self, path: str) -> str:
         return storage_path(self.epoch, path)
@@ -160,14 +168,16 @@ def classify(entry: Entry) -> EventKind:
 def events(store: Store, run: str) -> list[Event]:
     """The run's log as typed events, in sequence order, plus an interrupt while it is parked."""
     out: list[Event] = []
-    for entry in store.read_entries(run):
+    records = store.read_entries(run)
+    keyed = lineage.key_run(run, lineage.origin(run, records))  # the keys the effects were handed
+    for entry in records:
         kind = classify(entry)
         epoch, logical = (0, entry.path) if _is_meta(entry.path) else split_storage_path(entry.path)
         key = None
         if kind is EventKind.EFFECT_INTENT:
-            key = idempotency_key(run, paths.parent(logical) or logical)
+            key = idempotency_key(keyed, paths.parent(logical) or logical)
         elif kind is EventKind.EFFECT_RECEIPT:
-            key = idempotency_key(run, logical if entry.kind == "step" else paths.parent(logical) or logical)
+            key = idempotency_key(keyed, logical if entry.kind == "step" else paths.parent(logical) or logical)
         out.append(Event(run, entry.seq, kind, logical, epoch, key, entry))
     record = store.read_run(run)
     if record is not None and record.status == "parked" and record.parked is not None:
@@ -178,12 +188,15 @@ def events(store: Store, run: str) -> list[Event]:
 # --- recovery ---------------------------------------------------------------------------------------------
 
 
-def _snapshot_value(entries: Mapping[str, Entry], epoch: int, base: int) -> dict[str, Any]:
+def _snapshot_value(entries: Mapping[str, Entry], epoch: int, base: int,
+                    origin: Origin | None = None) -> dict[str, Any]:
     rows = [
         [e.path, e.kind, e.decision, dict(e.target) if e.target else None, e.v, e.value, e.seq or 0]
         for e in sorted(entries.values(), key=lambda e: e.seq or 0)
     ]
-    return {"epoch": epoch, "base": base, "hash": state_hash(entries), "entries": rows}
+    out = {"epoch": epoch, "base": base, "hash": state_hash(entries), "entries": rows}
+    # The truncation drops the @forked record: the snapshot keeps a fork's origin (and the keys it chose).
+    return out if origin is None else {**out, "forked": origin.to_value()}
 
 
 def _entries_from_snapshot(run: str, entry: Entry) -> tuple[dict[str, Entry], int, int]:
@@ -245,8 +258,9 @@ def recover(store: Store, run: str, record: RunRecord | None = None) -> RunState
     the run's record, when the caller has just read it (not read again)."""
     if record is None:
         record = store.read_run(run)
-    entries, epoch, version = fold(run, store.read_entries(run))
-    return RunState(run, record, entries, epoch, version, state_hash(entries))
+    records = store.read_entries(run)
+    entries, epoch, version = fold(run, records)
+    return RunState(run, record, entries, epoch, version, state_hash(entries), lineage.origin(run, records))
 
 
 def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
@@ -264,10 +278,10 @@ def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
             hint="compact settled or parked runs, or wait until the holder's claim lapses",
             data={"run": run},
         )
-    entries, epoch, version = fold(run, store.read_entries(run))
-    snapshot = Entry.decided(
-        paths.step_path(_SNAPSHOT_SEG, version), SNAPSHOT, _snapshot_value(entries, epoch, version)
-    )
+    records = store.read_entries(run)
+    entries, epoch, version = fold(run, records)
+    snapshot = Entry.decided(paths.step_path(_SNAPSHOT_SEG, version), SNAPSHOT,
+                             _snapshot_value(entries, epoch, version, lineage.origin(run, records)))
     stored = store.append(run, snapshot)
     faults.point("after-snapshot-append")
     store.truncate_before(run, version + 1)
@@ -339,13 +353,16 @@ def restore(
     return recover(store, run)
 
 
-def fork(store: Store, run: str, checkpoint: int, new_run: str) -> RunState:
+def fork(store: Store, run: str, checkpoint: int, new_run: str, *, keep_keys: bool = False) -> RunState:
     """Copy the run's state at a checkpoint into a new run, leaving the original untouched (event-log §6).
 
     The copy is admitted ``scheduled`` with no due time (so no worker takes a half-copied run), filled,
     marked ``@forked``, then made ``running``; repeating a fork that crashed midway completes it.
+    ``keep_keys``: the ``@forked`` record says the copy's steps are keyed by the run whose keys ``run``'s are
+    (``run`` itself, or the root it kept them from; event-log §2, telo.journal.lineage), not by ``new_run``.
     """
     source = _require(store, run)
+    keys = lineage.key_run(run, lineage.origin(run, store.read_entries(run))) if keep_keys else None
     entries = fold(run, _checkpoint_records(store, run, checkpoint))[0]
     admitted = store.admit(
         Admission(
@@ -376,7 +393,7 @@ def fork(store: Store, run: str, checkpoint: int, new_run: str) -> RunState:
         )
     for e in sorted(entries.values(), key=lambda e: e.seq or 0):
         store.append(new_run, replace(e, seq=None))
-    store.append(new_run, Entry.decided(FORKED, "fork", {"from": run, "checkpoint": checkpoint}))
+    store.append(new_run, Entry.decided(FORKED, "fork", Origin(run, checkpoint, keys).to_value()))
     store.update_run(new_run, status="running")
     return recover(store, new_run)
 

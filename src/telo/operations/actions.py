@@ -48,6 +48,13 @@ class Forked:
     checkpoint: int
     workflow: str | None
     status: str
+    keys: str | None = None  # the run whose idempotency keys it keeps (``keep_keys``); None: its own
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``telo fork --json`` and the dashboard's fork answer (``keepsKeysOf`` only when kept)."""
+        out: dict[str, Any] = {"run": self.run, "forkedFrom": self.source, "checkpoint": self.checkpoint,
+                               "status": self.status}
+        return out if self.keys is None else {**out, "keepsKeysOf": self.keys}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +113,18 @@ def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALU
     return operator.resolve_unconfirmed(store, run, path, action, value, now_ms)
 
 
-def fork_keys_note(new_run: str, source: str) -> str:
-    """Why a fork may repeat an effect (``telo fork`` and the dashboard say it alike): its steps' idempotency keys
-    are ``<run>/<step path>``, and the fork is another run — an effect keyed by it is new to a system that
-    deduplicated the original's."""
+def fork_keys_note(new_run: str, source: str, keys: str | None = None, *, keep: str = "--keep-keys") -> str:
+    """Which idempotency keys a fork's re-executed steps carry (``telo fork`` and the dashboard say it alike;
+    event-log §2). By default ``<new run>/<step path>``: the fork is another run, so an effect keyed by it is new
+    to a system that deduplicated the original's. With ``keys`` (a fork that keeps them, telo.journal.lineage)
+    ``<keys>/<step path>``, which such a system has seen. ``keep``: how the front end asks to keep them."""
+    if keys is not None:
+        return (f"the steps after the checkpoint execute again under {keys}'s idempotency keys ({keys}/steps/…), "
+                f"not new ones: a system that deduplicates by key answers them from its record of {keys}'s effects "
+                "(one that does not may perform them twice)")
     return (f"the steps after the checkpoint execute again under the new run's idempotency keys "
-            f"({new_run}/steps/…), not {source}'s: an effect that is not idempotent across runs may happen twice")
+            f"({new_run}/steps/…), not {source}'s: an effect that is not idempotent across runs may happen twice; "
+            f"fork with {keep} to execute them under the original's keys instead")
 
 
 def fork_id(run: str) -> str:
@@ -119,14 +132,19 @@ def fork_id(run: str) -> str:
     return f"{run}{FORK_MARK}{uuid4_hex()[:8]}"
 
 
-def fork(store: Store, run: str, checkpoint: int | str | Checkpoint, new_run: str | None = None) -> Forked:
+def fork(store: Store, run: str, checkpoint: int | str | Checkpoint, new_run: str | None = None, *,
+         keep_keys: bool = False) -> Forked:
     """Copy ``run``'s state at ``checkpoint`` into a new run (``new_run``, default :func:`fork_id`); the
-    original is left untouched. The copy is ``running``: whoever continues runs continues it from there."""
+    original is left untouched. The copy is ``running``: whoever continues runs continues it from there.
+    ``keep_keys``: its steps carry ``run``'s idempotency keys (its root's, for a fork that kept them), recorded
+    in its journal (telo.journal.lineage), instead of its own."""
     seq = resolve_checkpoint(store, run, checkpoint)
     target = new_run or fork_id(run)
-    state = eventlog.fork(store, run, seq, target)
+    state = eventlog.fork(store, run, seq, target, keep_keys=keep_keys)
     record = state.record
-    return Forked(target, run, seq, record.workflow if record else None, record.status if record else "running")
+    keys = state.origin.keys if state.origin is not None else None
+    return Forked(target, run, seq, record.workflow if record else None, record.status if record else "running",
+                  keys)
 
 
 def restore(store: Store, run: str, checkpoint: int | str | Checkpoint, *, reason: str = "restored by operator",

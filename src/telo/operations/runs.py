@@ -19,6 +19,7 @@ from telo.durable.operator import UnconfirmedEffect, is_held, require_run, uncon
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint, Event
+from telo.journal.lineage import Origin
 from telo.journal.model import STATUSES, RunFilter, RunPage, RunRecord
 from telo.journal.store import Store
 
@@ -28,14 +29,16 @@ POLL_S = 0.1  # how often a wait for a run to settle reads its record again
 @dataclass(frozen=True, slots=True)
 class RunView:
     """A run's record and what its log adds: the unconfirmed-effect resolutions (settled or not), its epoch
-    (restores start a new one) and how many entries its state holds. ``log_error`` is why the log did not
-    read, when the view was asked for leniently (then the log-derived members are empty)."""
+    (restores start a new one), how many entries its state holds and, for a fork, its origin (the run and
+    checkpoint it was copied from, and whose idempotency keys it keeps: telo.journal.lineage). ``log_error`` is
+    why the log did not read, when the view was asked for leniently (then the log-derived members are empty)."""
 
     record: RunRecord
     unconfirmed: tuple[UnconfirmedEffect, ...] = ()
     epoch: int | None = None
     entries: int | None = None
     log_error: TeloError | None = None
+    origin: Origin | None = None
 
     @property
     def run(self) -> str:
@@ -57,7 +60,8 @@ def status(store: Store, run: str, *, lenient: bool = False) -> RunView:
         if not lenient:
             raise
         return RunView(record, log_error=exc)
-    return RunView(state.record or record, unconfirmed_effects(state), state.epoch, len(state.entries))
+    return RunView(state.record or record, unconfirmed_effects(state), state.epoch, len(state.entries),
+                   origin=state.origin)
 
 
 def read_record(store: Store, run: str) -> RunRecord:

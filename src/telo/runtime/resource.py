@@ -86,7 +86,8 @@ class Host(Protocol):
 @dataclass(frozen=True, slots=True)
 class StepContext:
     """Handed to a Python function that accepts a second parameter (event-log §2: the idempotency key is
-    ``<run>/<path>``, identical on every attempt and after a crash)."""
+    ``<run>/<path>``, identical on every attempt and after a crash; in a fork made with ``--keep-keys`` the run
+    is the one it was forked from, :mod:`telo.journal.lineage`)."""
 
     run_id: str | None
     step_path: str | None
@@ -96,7 +97,9 @@ class StepContext:
     @classmethod
     def current(cls) -> StepContext:
         ctx = current()
-        key = f"{ctx.run_id}/{ctx.path}" if ctx.run_id and ctx.path else None
+        key = None
+        if ctx.run_id and ctx.path:
+            key = f"{ctx.handle.key_run if ctx.handle is not None else ctx.run_id}/{ctx.path}"
         return cls(ctx.run_id, ctx.path, ctx.attempt, key)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -125,7 +126,8 @@ class Dashboard:
         except TeloError as exc:  # a log that does not read: the timeline shows why; the page still renders
             found = {"run": run, "checkpoints": [], "error": {"code": exc.code, "message": redact(exc.message)}}
         return self.page(request, "run.html", {"run": detail, "timeline": timeline, "bars": bars,
-                                               "checkpoints": found, "fork_note": actions.fork_keys_note})
+                                               "checkpoints": found, "keep_keys_field": views.KEEP_KEYS_FIELD,
+                                               "fork_note": partial(actions.fork_keys_note, keep=views.KEEP_KEYS_ASK)})
 
     # --- JSON -----------------------------------------------------------------------------------------
 

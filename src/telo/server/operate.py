@@ -5,7 +5,7 @@
 ``POST /api/runs/{run}/resume``          resume ``{reason?, force?}``                       (``telo resume``)
 ``POST /api/runs/{run}/resolve``         answer an unconfirmed effect ``{path, action, value?}`` (``telo resolve``)
 ``POST /api/runs/{run}/restore``         roll back to a checkpoint ``{checkpoint, reason?}`` (``telo restore``)
-``POST /api/runs/{run}/fork``            copy from a checkpoint ``{checkpoint, runId?}``    (``telo fork``)
+``POST /api/runs/{run}/fork``            copy from a checkpoint ``{checkpoint, runId?, keepKeys?}`` (``telo fork``)
 ``POST /api/bulk/cancel``, ``/resume``   the same for many runs ``{runs, reason?, force?}``
 
 Every body goes through :func:`body` first, whose CSRF check (:func:`telo.server.security.csrf_ok`) refuses a
@@ -129,7 +129,8 @@ class Operations:
         run = run_param(request)
 
         async def act(body: Mapping[str, Any], is_form: bool) -> tuple[views.ActionResult, str]:
-            result: views.ActionResult = await self.call(views.fork, run, _checkpoint(body), _text(body, "runId"))
+            result: views.ActionResult = await self.call(views.fork, run, _checkpoint(body), _text(body, "runId"),
+                                                         keep_keys=body.get(views.KEEP_KEYS_FIELD) in _TRUE)
             data = result.data
             return result, (f"forked from {run} at checkpoint {data['checkpoint']}; {data['note']}; a worker "
                             "(telo worker) continues it")

@@ -111,6 +111,10 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     out = run_summary(record)
     # The epoch counts restores (eventlog: each restore starts a new one); the log is its authority.
     out["epoch"] = view.epoch if view.epoch is not None else record.epoch
+    if view.origin is not None:  # a fork: where from, and whose idempotency keys it carries if not its own
+        out.update(forkedFrom=view.origin.source, forkCheckpoint=view.origin.checkpoint)
+        if view.origin.keys is not None:
+            out["keepsKeysOf"] = view.origin.keys
     if record.claim is not None:
         out["claim"] = {"holder": record.claim.holder, "until": rfc3339(record.claim.until), "fence": record.fence}
     out["inputs"] = _decoded(record.decoded_inputs)
@@ -305,12 +309,19 @@ def restore(store: Store, run: str, checkpoint: int | str, reason: str) -> Actio
                                "status": out.status}, run)
 
 
-def fork(store: Store, run: str, checkpoint: int | str, new_run: str | None) -> ActionResult:
-    """Copy the run's state at ``checkpoint`` into a new run (as ``telo fork [--run-id]``); ``run`` of the
-    result is the new run."""
-    out = actions.fork(store, run, checkpoint, new_run or None)
-    return ActionResult(True, {"run": out.run, "forkedFrom": out.source, "checkpoint": out.checkpoint,
-                               "status": out.status, "note": actions.fork_keys_note(out.run, out.source)}, out.run)
+def fork(store: Store, run: str, checkpoint: int | str, new_run: str | None, *,
+         keep_keys: bool = False) -> ActionResult:
+    """Copy the run's state at ``checkpoint`` into a new run (as ``telo fork [--run-id] [--keep-keys]``);
+    ``run`` of the result is the new run."""
+    out = actions.fork(store, run, checkpoint, new_run or None, keep_keys=keep_keys)
+    note = actions.fork_keys_note(out.run, out.source, out.keys, keep=KEEP_KEYS_ASK)
+    return ActionResult(True, {**out.to_json(), "note": note}, out.run)
+
+
+# How the dashboard asks to keep the original's idempotency keys (telo fork --keep-keys): the fork form's
+# checkbox, the JSON body's member of the same name.
+KEEP_KEYS_FIELD: Final = "keepKeys"
+KEEP_KEYS_ASK: Final = f"“keep the original idempotency keys” ticked ({KEEP_KEYS_FIELD}: true)"
 
 
 MAX_BULK: Final = 500  # runs one bulk action may name (a page of the list holds at most MAX_PAGE_SIZE)
