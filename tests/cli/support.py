@@ -21,11 +21,7 @@ imports: {{ Local: durable-local, Durable: durable, Journal: {journal_module}, P
 targets:
   - name: start
     invoke: !ref flow
-    inputs:
-      id: !cel "inputs.id"
-      gate: !cel "has(inputs.gate) ? inputs.gate : false"
-      fail: !cel "has(inputs.fail) ? inputs.fail : false"
-      sleep: !cel "has(inputs.sleep) ? inputs.sleep : 0"
+    inputs: !cel "inputs"  # passed through: `--input gate=true` is typed by the workflow's inputType
 ---
 {journal}
 ---
@@ -41,6 +37,15 @@ kind: Local.Workflow
 metadata: {{ name: flow }}
 journal: !ref runs
 runId: !cel "'flow:' + inputs.id"
+inputType:
+  kind: Telo.JsonSchema
+  schema:
+    type: object
+    properties:
+      id: {{ type: string }}
+      gate: {{ type: boolean, default: false }}
+      fail: {{ type: boolean, default: false }}
+      sleep: {{ type: number, default: 0 }}
 inputs:  # defaults here too: a scheduled run's inputs come from `telo schedule --input`, not the target
   id: !cel "inputs.id"
   gate: !cel "has(inputs.gate) ? inputs.gate : false"

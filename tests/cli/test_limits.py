@@ -131,8 +131,8 @@ def test_frame_encode_input_and_payload_refuse_too_deep_json(tmp_path: Path) -> 
     assert "the value is nested deeper than 499" in one_error(telo(tmp_path, "frame", "encode", _DEEP_JSON), code)
     deeper = "[" * 5000 + "]" * 5000  # past json.loads's own recursion limit too
     assert "the value is nested deeper" in one_error(telo(tmp_path, "frame", "encode", deeper), code)
-    ran = telo(tmp_path, "run", "m.yaml", "--input", "id=a", "--input", f"x={_DEEP_JSON}")
-    assert "--input x is nested deeper than 499" in one_error(ran, code)
+    ran = telo(tmp_path, "run", "m.yaml", "--input", "id=a", "--input-json", f"x={_DEEP_JSON}")
+    assert "--input-json x is nested deeper than 499" in one_error(ran, code)
     delivered = telo(tmp_path, "deliver", "gate:a", "--journal", "runs.db", "--payload", _DEEP_JSON)
     assert "--payload is nested deeper than 499" in one_error(delivered, code)
     at_limit = "[" * 499 + "]" * 499

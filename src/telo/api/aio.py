@@ -290,7 +290,7 @@ class AsyncApp(OperatorActions):
 
         await self._ready()
         wf = self._workflow(workflow)
-        call = dict(inputs or {})
+        call = dict(wf.checked_inputs(dict(inputs or {})))  # inputType before the runId rule reads them
         known = wf.run_id_for(call) if wf.run_id_ev is not None else None
         fut = self._inflight.get(known) if known else None
         if known and fut is not None and not fut.done():

@@ -55,12 +55,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (
 
 
 def report_error(exc: TeloError) -> int:
-    """Print a TeloError as one line and its hint; the exit code it means. A message that starts with its own
-    code (a park reason reused as a message, say) is printed with the code once."""
+    """Print a TeloError as one line and its hint; the exit code it means (docs/cli.md "Errors and exit
+    codes"). A message that starts with its own code (a park reason reused as a message, say) is printed with
+    the code once."""
     message = exc.message.removeprefix(f"{exc.code}: ")
     click.echo(f"error: {exc.code}: {printable(message)}", err=True)
     if exc.hint:
         echo_hint(exc.hint)
+    if exc.code == Code.INPUT_INVALID:  # inputs the command line gave that the workflow's inputType refuses
+        return EXIT_USAGE
     return EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR
 
 
@@ -219,23 +222,6 @@ def key_values(data: Mapping[str, Any]) -> None:
     for key, value in data.items():
         if value is not None:
             click.echo(f"{key:>{width}}: {printable(shown(value))}")
-
-
-def parse_inputs(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--input k=v``: ``v`` is read as JSON when it is JSON (numbers, booleans, objects), else as text."""
-    from telo.values import from_plain
-    from telo.values.depth import load_json
-
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not key=value", param_hint="--input")
-        try:  # JSON nested past the value domain's limit is refused (ERR_TYPED_FRAME_UNENCODABLE), not text
-            out[key] = from_plain(load_json(raw, f"--input {key}"), {})
-        except ValueError:
-            out[key] = raw
-    return out
 
 
 def print_diagnostics(diagnostics: Sequence[Any]) -> None:

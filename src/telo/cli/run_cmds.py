@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from telo.cli.common import EXIT_ERROR, EXIT_FAILED, grace_option, parse_inputs, print_diagnostics, report_error
+from telo.cli.common import EXIT_ERROR, EXIT_FAILED, EXIT_USAGE, grace_option, print_diagnostics, report_error
 from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, TeloError
@@ -24,7 +24,9 @@ CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFES
 
 @click.command("run")
 @click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
-@click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE", help="An input for the targets (JSON or text).")
+@click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE",
+              help="An input for the targets: text, unless the workflow it reaches declares its type.")
+@click.option("--input-json", "json_inputs", multiple=True, metavar="KEY=JSON", help="An input given as JSON.")
 @click.option("--json", "as_json", is_flag=True, help="Print the targets' results as JSON.")
 @click.option("--progress", "progress", type=click.Choice(PROGRESS_MODES), default="auto",
               show_default=True, help="Durable steps as they run, on stderr: a live view (auto: when stderr is "
@@ -33,8 +35,8 @@ CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFES
               help="runs: the exit code says how the durable runs ended (1 failed or cancelled, 4 not settled); "
               "targets: the targets' outcome alone, as upstream (a run is detached).")
 @grace_option
-def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress: str, exit_on: str,
-                grace: float) -> None:
+def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, ...], as_json: bool, progress: str,
+                exit_on: str, grace: float) -> None:
     """Run a manifest's targets; durable runs it starts are awaited until they settle or park, and each one's
     outcome is printed (docs/cli.md "telo run")."""
     from telo.cli import run_outcome
@@ -42,6 +44,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
     from telo.durable.shutdown import run_draining
     from telo.kinds.controllers import load_application
     from telo.manifest import ManifestLoadError
+    from telo.operations.command_inputs import command_inputs, target_typing
 
     try:
         app = load_application(manifest)
@@ -49,14 +52,19 @@ def run_command(manifest: str, inputs: tuple[str, ...], as_json: bool, progress:
         print_diagnostics(exc.diagnostics)
         click.echo(f"error: {exc.code}: {manifest} has {len(exc.diagnostics)} problem(s); nothing was run", err=True)
         sys.exit(EXIT_ERROR)
-    app.inputs = parse_inputs(inputs)
+    try:
+        app.inputs = command_inputs(inputs, json_inputs, target_typing(app))
+    except TeloError as exc:
+        sys.exit(report_error(exc))
     try:
         with run_outcome.stdout_to_stderr(as_json), watching(app, progress):
             code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
         report_error(exc)
-        # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
-        sys.exit(EXIT_ERROR if exc.code in CONFIGURATION_REFUSED else EXIT_FAILED)
+        # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; inputs a target's
+        # inputType refused, 2 (usage); a failure of what ran, 1.
+        sys.exit(EXIT_USAGE if exc.code == Code.INPUT_INVALID
+                 else EXIT_ERROR if exc.code in CONFIGURATION_REFUSED else EXIT_FAILED)
     run_outcome.report_problems(app.outcomes)
     if as_json:
         click.echo(json.dumps(run_outcome.settled_answers(app.target_results, app.outcomes), ensure_ascii=False))

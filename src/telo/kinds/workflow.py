@@ -33,6 +33,7 @@ from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal
+from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, RunOutcome
 from telo.values.equality import equal
 
@@ -90,6 +91,8 @@ class Workflow(Resource):
         # Re-claiming one would be granted (the same holder) and fence out the live execution mid-effect.
         self.active: set[str] = set()
         self._async_store: AsyncStore | None = None
+        # inputType: checked at the dispatch chokepoint before ``invoke`` admits anything (issue 15)
+        self.contract = contract_for(app, {"inputType": config.get("inputType")})
 
     async def init(self) -> None:
         c = self.app.compiler
@@ -127,6 +130,12 @@ class Workflow(Resource):
         if cached is None or cached.sync is not sync:
             cached = self._async_store = AsyncStore(sync)
         return cached
+
+    def checked_inputs(self, inputs: Mapping[str, Any]) -> Any:
+        """A start's inputs against ``inputType`` (defaults filled), for starts that do not pass the dispatch
+        chokepoint (``telo schedule``, ``App.schedule``); ERR_INPUT_INVALID before anything is admitted."""
+        validator = self.contract.inputs if self.contract is not None else None
+        return validator.validate(dict(inputs), where=f"{self.name} inputs") if validator is not None else inputs
 
     def run_id_for(self, inputs: Any) -> str:
         if self.run_id_ev is None:

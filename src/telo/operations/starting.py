@@ -72,6 +72,7 @@ async def schedule(app: Application, workflow: str, inputs: Mapping[str, Any], r
     workflow's run-id rule and manifest digest; nothing executes here (a worker starts it when due).
     ``app`` must be started."""
     wf = find_workflow(app, workflow)
+    inputs = wf.checked_inputs(inputs)
     run = run_id or wf.run_id_for(dict(inputs))
     digest = wf.body.digest
     result = await asyncio.to_thread(wf.journal.store.admit, Admission.of(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .common import compile_time, config, duration, exactly_one, ref, runtime, steps
+from .common import compile_time, config, duration, exactly_one, ref, runtime, steps, type_slot
 from .model import KindSpec, ModuleSpec, module
 
 M = "DurableLocal"
@@ -39,9 +39,15 @@ WORKFLOW = KindSpec(
             "onConflict": {"enum": ["attach", "reject"], "default": "attach",
                            "description": "When `runId` exists already: `attach` to it, or `reject` the start "
                                           "(ERR_DURABLE_RUN_EXISTS)."},
+            "inputType": type_slot(
+                description="The call's input contract: a `Telo.Type` (`!ref` or an inline `{kind: "
+                            "Telo.JsonSchema, schema: …}`). A start whose inputs fail it is refused with "
+                            "ERR_INPUT_INVALID before anything is admitted (a step, a target, `telo schedule`, the "
+                            "Python API); `--input k=v` on the command line is typed by it (docs/cli.md)."),
             "inputs": runtime(type="object",  # the body's `inputs`, decided at the root key `inputs`
                               description="The body's `inputs`, evaluated from the call's and recorded once; "
-                                          "absent: the call's inputs."),
+                                          "absent, the body's `inputs` is `{}` (as upstream): write "
+                                          "`inputs: !cel \"inputs\"` to hand the body the call's."),
             # deferred: a redriven step's entries commit behind the body (docs/guarantees.md); eager: each
             # append is durable before the body goes on
             "durability": {"enum": ["deferred", "eager"], "default": "deferred",

@@ -290,7 +290,7 @@ class Flow:
     def run_args(self, run: str, n: int) -> list[str]:
         # The harness judges runs by the journal and the ledger, not by `telo run`'s exit code: it exits 0 unless
         # a target failed, whether the run completed or parked for its approval (--exit-on targets).
-        return ["run", str(self.manifest), "--exit-on", "targets", "--input", f"id={run}", "--input", f"n={n}"]
+        return ["run", str(self.manifest), "--exit-on", "targets", "--input", f"id={run}", "--input-json", f"n={n}"]
 
     def worker_args(self, interval: str = "50ms", *, until_idle: bool = True) -> list[str]:
         return ["worker", str(self.manifest), "--interval", interval, *(["--until-idle"] if until_idle else [])]
