@@ -107,7 +107,8 @@ def test_schedule_admits_a_run_a_worker_starts_when_due(env: Env) -> None:
     assert view["run"] == "flow:s" and view["scheduled"] is True and view["workflow"] == "flow"
     shown = env.json("runs", "show", "flow:s")
     assert shown["status"] == "scheduled" and shown["dueAt"] == view["dueAt"]
-    assert shown["inputs"] == {"id": "s", "gate": False}  # typed: the JSON false, not the text "false"
+    # typed by the workflow's inputType (the boolean false, not the text "false"), its defaults filled
+    assert shown["inputs"] == {"id": "s", "gate": False, "fail": False, "sleep": 0}
     assert [r["run"] for r in env.json("runs", "list", "--status", "scheduled")["runs"]] == ["flow:s"]
     assert "flow:s/steps/first" not in env.ledger()  # nothing ran yet
 
