@@ -138,14 +138,19 @@ def test_journal_lists_every_entry_and_draws_the_tree(env: Env) -> None:
     assert by_path["steps/approve/token"]["value"] == "go:b"
     assert by_path["@digest"]["decision"] == "digest"
     assert "interrupt" not in data
+    # each entry says when the store wrote it (RFC 3339, ms), in write order: the delivery came after the park
+    times = [e["at"] for e in entries]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", t) for t in times)
+    assert times == sorted(times) and delivery["at"] >= by_path["steps/approve/token"]["at"]
 
     flat = env.j("runs", "journal", "flow:b")
     lines = flat.stdout.splitlines()
-    assert lines[0].split() == ["SEQ", "PATH", "KIND", "DECISION", "TARGET", "EVENT", "VALUE"]
-    row = next(line for line in lines if line.split()[1] == "steps/first")
-    assert row.split()[2:7] == ["step", "—", "Python.Function", "effect", "effect_receipt"]
+    assert lines[0].split() == ["SEQ", "AT", "PATH", "KIND", "DECISION", "TARGET", "EVENT", "VALUE"]
+    row = next(line for line in lines if line.split()[2] == "steps/first")
+    assert row.split()[1] == first["at"]
+    assert row.split()[3:8] == ["step", "—", "Python.Function", "effect", "effect_receipt"]
     assert row.endswith('{"n": 1, "raw": "AAEC-g"}')
-    assert next(line for line in lines if line.split()[1] == "steps/approve").split()[2:5] == ["step", "—", "—"]
+    assert next(line for line in lines if line.split()[2] == "steps/approve").split()[3:6] == ["step", "—", "—"]
 
     tree = env.j("runs", "journal", "flow:b", "--tree").stdout
     assert tree.splitlines()[0] == "run flow:b"

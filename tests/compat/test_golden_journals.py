@@ -8,8 +8,10 @@
 The v2 and compacted files are also regenerated and compared byte for byte, so a change to what the
 store WRITES shows up here as well. If such a change is intended, the old files must still read as
 asserted below: add new golden files rather than editing these. ``golden/fenced/`` holds the v2 and
-compacted files as the store writes them since claim lines carry their fencing token (telo.journal.claims):
-the regenerated files are compared with those, and the files above still read identically (token 0).
+compacted files as the store wrote them once claim lines carried their fencing token (telo.journal.claims),
+and ``golden/timed/`` as it writes them since entry lines also carry their write time (``"at"``, issue 15): the
+regenerated files are compared with those; the files above still read identically (token 0), and the fenced
+ones too, their entries without a time (``at=None``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from telo.journal.model import NO_VALUE, Admission, Claim, Entry, Outcome, Parke
 from telo.values import CelMap, Duration, Timestamp, Uint, equal
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
-WRITTEN = GOLDEN / "fenced"  # what the store writes now
+FENCED = GOLDEN / "fenced"  # what the store wrote before entry lines carried their time
+WRITTEN = GOLDEN / "timed"  # what the store writes now
 ORDERS = "file:///app/orders.yaml"
 FLOW = "file:///app/flow.yaml"
 START = 1_767_225_600_000  # FakeClock's default start
@@ -233,6 +236,23 @@ def test_compacted_golden_is_what_the_store_writes(tmp_path: Path) -> None:
     write_compacted(tmp_path / "fresh")
     fresh = (tmp_path / "fresh" / "golden%3Acompacted.ndjson").read_bytes()
     assert _without_id(fresh) == _without_id((WRITTEN / "golden%3Acompacted.ndjson").read_bytes())
+
+
+def test_entry_lines_without_a_time_read_as_before_and_the_written_ones_keep_theirs(tmp_path: Path) -> None:
+    """The fenced goldens (entry lines without ``"at"``) read exactly what the timed ones do, with no times."""
+    for name, run in (("golden%3Av2.ndjson", "golden:v2"), ("golden%3Acompacted.ndjson", "golden:compacted")):
+        untimed = tmp_path / "untimed" / name
+        untimed.parent.mkdir(exist_ok=True)
+        shutil.copyfile(FENCED / name, untimed)
+        old = FileStore(str(untimed.parent))
+        new = FileStore(str(WRITTEN))
+        assert [e.at for e in old.read_entries(run)] == [None] * len(old.read_entries(run))
+        assert all(e.at is not None and e.at >= START for e in new.read_entries(run))
+        assert [(e.path, e.seq, e.kind, e.decision, e.target, e.value, e.v) for e in old.read_entries(run)] == \
+            [(e.path, e.seq, e.kind, e.decision, e.target, e.value, e.v) for e in new.read_entries(run)]
+        assert old.read_run(run) == new.read_run(run)
+    legacy = open_copy(tmp_path, "golden%3Av2.ndjson")
+    assert {e.at for e in legacy.read_entries("golden:v2")} == {None}
 
 
 def test_appending_to_every_golden_continues_it(tmp_path: Path) -> None:

@@ -35,6 +35,12 @@ class StoreHarness:
         elif kind == "postgres":
             self._location = {"url": pg_url(), "table": fresh_prefix()}
 
+    @property
+    def location(self) -> dict[str, Any]:
+        """Where the store keeps its data (``path``, ``directory``, or ``url`` and ``table``; empty for memory):
+        for tests that write a row or line the way an older writer did."""
+        return dict(self._location)
+
     def open(self) -> Store:
         store: Store
         if self.kind == "memory":

@@ -161,6 +161,7 @@ class JournalEntry:
     target: Mapping[str, str] | None = None
     value: Any = None
     has_value: bool = False
+    at: int | None = None  # epoch ms the store wrote it (None: written before entries had times, e.g. upstream)
 
 
 def run_error(raw: Mapping[str, Any] | None) -> RunError | None:
@@ -211,5 +212,5 @@ def journal_entries(run: str, entries: Sequence[Entry]) -> list[JournalEntry]:
     for e in entries:
         decoded = e.decode(run)
         out.append(JournalEntry(e.seq, e.path, e.kind, e.decision, dict(e.target) if e.target else None,
-                                None if decoded is NO_VALUE else decoded, decoded is not NO_VALUE))
+                                None if decoded is NO_VALUE else decoded, decoded is not NO_VALUE, e.at))
     return out

@@ -14,6 +14,7 @@ from telo.cli.common import (
     console,
     journal_option,
     json_option,
+    json_time,
     manifest_option,
     open_store,
     out_json,
@@ -21,6 +22,7 @@ from telo.cli.common import (
     printable,
     shown,
     table,
+    time_text,
 )
 from telo.errors import TeloError
 from telo.journal.eventlog import Event
@@ -67,7 +69,8 @@ def journal_rows(found: Sequence[Event], run: str) -> tuple[list[dict[str, Any]]
             interrupt = {"event": ev.kind.value, "path": ev.path}
             continue
         e = ev.entry
-        row: dict[str, Any] = {"seq": ev.seq, "path": ev.path, "epoch": ev.epoch}
+        # at: when the store wrote the entry (None for one written before entries had times: an upstream journal)
+        row: dict[str, Any] = {"seq": ev.seq, "at": json_time(e.at), "path": ev.path, "epoch": ev.epoch}
         if e.path != ev.path:
             row["storedPath"] = e.path
         row["kind"] = e.kind
@@ -132,7 +135,8 @@ def render_tree(run: str, rows: Sequence[Mapping[str, Any]]) -> Any:
 @manifest_option
 @json_option
 def journal_command(run: str, tree: bool, journal: str | None, manifest: str | None, as_json: bool) -> None:
-    """Every journal entry of a run, in log order: seq, path, kind, decision, target, value, event kind."""
+    """Every journal entry of a run, in log order: seq, when it was written, path, kind, decision, target,
+    value, event kind."""
     with open_store(journal, manifest) as store:
         _, found = runs.events(store, run)
     rows, interrupt = journal_rows(found, run)
@@ -145,8 +149,9 @@ def journal_command(run: str, tree: bool, journal: str | None, manifest: str | N
     if tree:
         console().print(render_tree(run, rows))
     else:
-        table(["SEQ", "PATH", "KIND", "DECISION", "TARGET", "EVENT", "VALUE"],
-              [[str(r["seq"]), r.get("storedPath", r["path"]), r["kind"], r.get("decision") or NONE_SHOWN,
+        table(["SEQ", "AT", "PATH", "KIND", "DECISION", "TARGET", "EVENT", "VALUE"],
+              [[str(r["seq"]), time_text(r["at"]), r.get("storedPath", r["path"]), r["kind"],
+                r.get("decision") or NONE_SHOWN,
                 target_text(r.get("target")) or NONE_SHOWN, r["event"], value_text(r)] for r in rows])
     if interrupt is not None:
         click.echo(f"interrupt: parked at {printable(interrupt['path'])}")

@@ -190,8 +190,10 @@ def events(store: Store, run: str) -> list[Event]:
 
 def _snapshot_value(entries: Mapping[str, Entry], epoch: int, base: int,
                     origin: Origin | None = None) -> dict[str, Any]:
+    # Each row ends with the entry's write time (Entry.at; null when it has none): a reader of the seven
+    # members before it (an older telo) ignores it, and the compacted entries keep their times.
     rows = [
-        [e.path, e.kind, e.decision, dict(e.target) if e.target else None, e.v, e.value, e.seq or 0]
+        [e.path, e.kind, e.decision, dict(e.target) if e.target else None, e.v, e.value, e.seq or 0, e.at]
         for e in sorted(entries.values(), key=lambda e: e.seq or 0)
     ]
     out = {"epoch": epoch, "base": base, "hash": state_hash(entries), "entries": rows}
@@ -203,7 +205,8 @@ def _entries_from_snapshot(run: str, entry: Entry) -> tuple[dict[str, Entry], in
     data = entry.decode(run)
     try:
         entries = {
-            row[0]: Entry(row[0], row[1], row[5], row[4], row[2], row[3], row[6]) for row in data["entries"]
+            row[0]: Entry(row[0], row[1], row[5], row[4], row[2], row[3], row[6], _time_of(row))
+            for row in data["entries"]
         }
         return entries, int(data["epoch"]), int(data["base"])
     except (KeyError, TypeError, IndexError, ValueError) as exc:
@@ -212,6 +215,12 @@ def _entries_from_snapshot(run: str, entry: Entry) -> tuple[dict[str, Entry], in
             f"snapshot {entry.path!r} of run {run!r} does not have the snapshot shape",
             data={"run": run, "path": entry.path},
         ) from exc
+
+
+def _time_of(row: Sequence[Any]) -> int | None:
+    """A snapshot row's write time: its optional eighth member (a snapshot of an older telo has seven)."""
+    at = row[7] if len(row) > 7 else None
+    return at if type(at) is int else None
 
 
 def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int]:

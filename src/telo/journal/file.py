@@ -154,8 +154,9 @@ class FileStore(Store):
                     or record.parked.token != token or record.parked.path in locked.state.entries:
                 return None
             path = record.parked.path
-            self._files.write(locked, entry_line(Entry(path, "step", value, v, None, None)),
-                              run_line(rules.unparked_record(record, self._clock.now_ms())))
+            now = self._clock.now_ms()
+            self._files.write(locked, entry_line(Entry(path, "step", value, v, None, None, None, now)),
+                              run_line(rules.unparked_record(record, now)))
             return record.run
 
     def due_runs(self, now_ms: int, limit: int) -> list[str]:
@@ -206,6 +207,8 @@ class FileStore(Store):
             rules.check_fence(record, fence, f"the entry at {entry.path!r}")
             stored = locked.state.entries.get(entry.path)
             if stored is None:
+                if entry.at is None:  # stamped with this store's clock, unless it carries its time (a fork's copy)
+                    entry = replace(entry, at=self._clock.now_ms())
                 self._files.write(locked, entry_line(entry))
                 stored = locked.state.entries[entry.path]
             return stored

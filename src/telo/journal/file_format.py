@@ -7,9 +7,12 @@ are written exactly as the Node runtime writes them, so either runtime reads the
   Telo writes the whole current record on every run line (its extension fields ``workflow``, ``createdAt``,
   ``updatedAt``, ``manifestDigest``, ``digestScope``, ``epoch`` ride along), so a completion keeps what the
   record held and a park without ``at`` has no ``dueAt`` (the quirks of reference §15.8 are not copied).
-- ``{"type":"entry","entry":{…},"crc":N}`` — an entry (:meth:`Entry.to_json`); the FIRST line per path wins.
-  ``crc`` (telo's; upstream readers ignore it) is the entry's checksum (:mod:`telo.journal.integrity`), checked
-  on every read; a line without it (upstream's, an older telo's) is read unchecked.
+- ``{"type":"entry","entry":{…},"crc":N,"at":MS}`` — an entry (:meth:`Entry.to_json`); the FIRST line per path
+  wins. ``crc`` and ``at`` are telo's, line-level members beside ``entry`` — the ``entry`` object keeps
+  upstream's exact shape, and upstream readers take only ``type`` and ``entry`` from a line, so they ignore
+  both. ``crc`` is the entry's checksum (:mod:`telo.journal.integrity`), checked on every read; a line without
+  it (upstream's, an older telo's) is read unchecked. ``at`` is ``Entry.at``, epoch ms when the store wrote the
+  line; a line without it reads ``at=None``. The checksum does not cover ``at`` (integrity.py says why).
 
 Telo adds two line types. Upstream readers dispatch on ``type`` and keep only ``run`` and ``entry`` lines, so
 we assume they skip lines of any other type (the reference names no error for an unknown type; only an
@@ -250,7 +253,8 @@ def claim_line(claim: Claim | None, fence: int) -> dict[str, Any]:
 
 
 def entry_line(entry: Entry) -> dict[str, Any]:
-    return {"type": "entry", "entry": entry.to_json(), "crc": checksum(entry)}
+    line = {"type": "entry", "entry": entry.to_json(), "crc": checksum(entry)}
+    return line if entry.at is None else {**line, "at": entry.at}
 
 
 def base_line(seq: int, ident: str | None = None) -> dict[str, Any]:
@@ -326,7 +330,7 @@ class FileState:
         if kind == "run":
             self.record = record_from_line(obj, run=self.run, line=number)
         elif kind == "entry":
-            self._entry(number, obj.get("entry"), obj.get("crc"))
+            self._entry(number, obj.get("entry"), obj.get("crc"), obj.get("at"))
         elif kind == "claim":
             self.claim = self._claim(number, obj)
         elif kind == "base":
@@ -336,7 +340,7 @@ class FileState:
             self.counter = seq
         return kind
 
-    def _entry(self, number: int, obj: Any, crc: Any) -> None:
+    def _entry(self, number: int, obj: Any, crc: Any, at: Any) -> None:
         if not isinstance(obj, Mapping):
             raise corrupt(self.run, number, "entry line without an `entry` object")
         if crc is not None and type(crc) is not int:
@@ -347,6 +351,8 @@ class FileState:
         except JournalCorrupt as exc:
             extra = {k: v for k, v in exc.data.items() if k != "run"}
             raise corrupt(self.run, number, exc.message, **extra) from exc
+        if type(at) is int:  # a time that is not one reads as none: it is not checksummed, replay never reads it
+            entry = replace(entry, at=at)
         self.entries.setdefault(entry.path, entry)
 
     def _claim(self, number: int, obj: Mapping[str, Any]) -> Claim | None:

@@ -9,6 +9,11 @@ read. A mismatch is ``ERR_DURABLE_JOURNAL_CORRUPT`` naming the run and the path:
 never executed) like any damaged run. An entry stored without a checksum (written by an older telo, by the
 upstream runtime, or by hand) is read unchecked. CRC-32 is there to catch accidents of storage, not tampering:
 it costs well under a microsecond per entry (zlib), and a damaged byte changes it with certainty.
+
+The entry's write time (``Entry.at``, issue 15) is NOT covered, like ``seq``: replay never reads it (it is for an
+operator's timeline), so a damaged time cannot hand a body a wrong value, and it must not make a run that
+replays correctly unrunnable; a stored time that is not an integer reads as no time. Leaving it out also keeps
+every checksum written before entries had times valid, with no rule for which formula a row was written under.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def _target_bytes(target: Mapping[str, str]) -> bytes:
 
 
 def checksum(entry: Entry) -> int:
-    """The CRC-32 of what replay reads from ``entry`` (seq excluded: the store assigns it)."""
+    """The CRC-32 of what replay reads from ``entry`` (seq and at excluded: the store assigns them)."""
     target = b"" if entry.target is None else _target_bytes(entry.target)
     value = b"\x00" if entry.value is None else b"=" + entry.value.encode("utf-8", "surrogatepass")
     parts = (entry.path.encode("utf-8", "surrogatepass"), entry.kind.encode(), (entry.decision or "").encode(),

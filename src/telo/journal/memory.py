@@ -151,7 +151,9 @@ class MemoryStore(Store):
             if stored is not None:
                 return stored
             self._seq[run] += 1
-            stored = entry.with_seq(self._seq[run])
+            e = entry  # stamped with this store's clock unless it carries its time (a fork's copy)
+            stored = Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, self._seq[run],
+                           e.at if e.at is not None else self._clock.now_ms())
             entries[entry.path] = stored
             return stored
 
@@ -162,8 +164,9 @@ class MemoryStore(Store):
                 return None
             self._seq[record.run] += 1
             path = record.parked.path
-            self._entries[record.run][path] = Entry(path, "step", value, v, None, None, self._seq[record.run])
-            self._runs[record.run] = rules.unparked_record(record, self._clock.now_ms())
+            now = self._clock.now_ms()
+            self._entries[record.run][path] = Entry(path, "step", value, v, None, None, self._seq[record.run], now)
+            self._runs[record.run] = rules.unparked_record(record, now)
             return record.run
 
     def read_entries(self, run: str) -> list[Entry]:

@@ -55,7 +55,9 @@ NO_VALUE: Final = _NoValue()
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One journal entry. ``seq`` is assigned by the store: per run, strictly increasing in write order."""
+    """One journal entry. ``seq`` is assigned by the store: per run, strictly increasing in write order; ``at``
+    (epoch ms) is when the store wrote it, from the store's clock, unless the appended entry carries one (a fork's
+    copies keep the original's) — None for an entry written before entries had times (an upstream journal)."""
 
     path: str
     kind: EntryKind
@@ -64,6 +66,7 @@ class Entry:
     decision: str | None = None
     target: Mapping[str, str] | None = None
     seq: int | None = None
+    at: int | None = None
 
     @classmethod
     def step(cls, path: str, target: Mapping[str, str] | None, value: Any = NO_VALUE) -> Entry:
@@ -82,7 +85,7 @@ class Entry:
         return decode_stored(self.value, self.v, run=run, path=self.path)
 
     def same_record(self, other: Entry) -> bool:
-        """Equal apart from the store-assigned ``seq`` (what converging racing writers compare)."""
+        """Equal apart from the store-assigned ``seq`` and ``at`` (what converging racing writers compare)."""
         return (self.path == other.path and self.kind == other.kind and self.value == other.value
                 and self.v == other.v and self.decision == other.decision and self.target == other.target)
 

@@ -254,7 +254,10 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
 
     def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None, *,
                    fence: Fence | None = None) -> ops.PgAppend:
-        return ops.PgAppend(self._q, run, entry, self._targets.text(entry.target), chain, fence)
+        # Stamped as the store receives it (Entry.at), unless it carries its time (a fork's copy): one clock read
+        # per append, no statement or round trip more.
+        at = entry.at if entry.at is not None else self._clock.now_ms()
+        return ops.PgAppend(self._q, run, entry, self._targets.text(entry.target), at, chain, fence)
 
     def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
         return self._entry_write(self._append_op(run, entry, fence=fence))

@@ -57,10 +57,10 @@ def check_claim(conn: Conn, q: PgSql, run: str, fence: Fence, what: str) -> None
 class PgAppend:
     """One append (first writer wins; fenced: only while the run's claim is the fence's)."""
 
-    __slots__ = ("chain", "crc", "entry", "fence", "q", "run", "target")
+    __slots__ = ("at", "chain", "crc", "entry", "fence", "q", "run", "target")
 
-    def __init__(self, q: PgSql, run: str, entry: Entry, target: str | None, chain: WriteChain | None = None,
-                 fence: Fence | None = None) -> None:
+    def __init__(self, q: PgSql, run: str, entry: Entry, target: str | None, at: int,
+                 chain: WriteChain | None = None, fence: Fence | None = None) -> None:
         self.q = q
         self.run = run
         self.entry = entry
@@ -69,11 +69,12 @@ class PgAppend:
         # the execution's claim (a deferred append's is its chain's): written only while the run's claim is it
         self.fence = fence if fence is not None or chain is None else chain.fence
         self.crc = checksum(entry)
+        self.at = at  # its written_at: the entry's own, or the store's clock when the append was made
 
     def row(self) -> tuple[Any, ...]:
         """Its row of ``PgSql.append_many``'s arrays."""
         e, fence = self.entry, self.fence
-        return (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v, self.crc,
+        return (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v, self.crc, self.at,
                 fence.holder if fence else None, fence.token if fence else None)
 
     def __call__(self, conn: Conn) -> Entry:
@@ -81,7 +82,8 @@ class PgAppend:
             self.chain.check()
         e, q, fence = self.entry, self.q, self.fence
         params: dict[str, Any] = {"run": self.run, "path": e.path, "kind": e.kind, "decision": e.decision,
-                                  "target": self.target, "value": e.value, "v": e.v, "checksum": self.crc}
+                                  "target": self.target, "value": e.value, "v": e.v, "checksum": self.crc,
+                                  "at": self.at}
         if fence is not None:
             params.update(f_holder=fence.holder, f_token=fence.token)
         row = conn.execute(q.append if fence is None else q.append_fenced, params).fetchone()
@@ -96,7 +98,8 @@ class PgAppend:
         return stored_for(self.chain, self.run, self.entry, stored)
 
     def stored(self, seq: int) -> Entry:
-        return self.entry.with_seq(seq)
+        e = self.entry
+        return Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, seq, self.at)
 
     def existing(self, conn: Conn) -> Entry:
         """The entry an earlier writer stored at this op's path."""
@@ -299,7 +302,7 @@ def deliver(q: PgSql, token: str, value: str | None, v: int | None, now_ms: int)
             return None
         run, path = row
         crc = checksum(Entry(path, "step", value, v, None, None))
-        if conn.execute(q.deliver_insert, (run, path, value, v, crc)).fetchone() is None:
+        if conn.execute(q.deliver_insert, (run, path, value, v, crc, now_ms)).fetchone() is None:
             return None  # another delivery stored its payload first
         conn.execute(q.deliver_unpark, (now_ms, run))
         conn.execute(q.notify_many, (q.channel, [run]))

@@ -120,7 +120,9 @@ def entry_from_row(run: str, row: Mapping[str, Any]) -> Entry:
             f"journal entry {row['path']!r} of run {run!r} has a target that is not a JSON object",
             data={"run": run, "path": row["path"]},
         )
-    entry = Entry(row["path"], kind, row["value"], row["codec_version"], row["decision"], target, row["seq"])
+    at = row.get("written_at")  # not checksummed (telo.journal.integrity): a time that is not one reads None
+    entry = Entry(row["path"], kind, row["value"], row["codec_version"], row["decision"], target, row["seq"],
+                  at if type(at) is int else None)
     return verify(run, entry, row.get("checksum"))
 
 
@@ -135,6 +137,7 @@ def entry_params(run: str, entry: Entry) -> dict[str, Any]:
         "value": entry.value,
         "v": entry.v,
         "checksum": checksum(entry),
+        "at": entry.at,
     }
 
 

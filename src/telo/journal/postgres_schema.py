@@ -1,9 +1,11 @@
 """The PostgreSQL journal's tables and their DDL (reference §7 "Postgres journal", "DDL and races").
 
 The two tables keep the upstream shape column for column, so a journal written by the Node runtime reads here
-and one written here reads there. telo adds extension columns to ``<prefix>_runs`` only (see
-:data:`RUN_EXTENSION_COLUMNS`); they are nullable, so upstream writers that do not know them keep working, and
-they are added with ``ALTER TABLE … ADD COLUMN`` when an upstream-created table lacks them.
+and one written here reads there. telo adds extension columns to ``<prefix>_runs`` (see
+:data:`RUN_EXTENSION_COLUMNS`) and two to ``<prefix>_entries`` (``checksum``, ``written_at``: the entry's
+``Entry.at``); they are nullable, so upstream writers that do not know them keep working (their rows read
+NULL: unchecked, no time), and they are added with ``ALTER TABLE … ADD COLUMN`` when an upstream-created (or
+older telo's) table lacks them.
 
 Names: the prefix is validated against ``^[A-Za-z_][A-Za-z0-9_]*$`` like upstream, which interpolates it into
 SQL unquoted, so PostgreSQL folds it to lower case there. We quote every name with :class:`sql.Identifier` (no
@@ -72,13 +74,14 @@ ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("value", "TEXT"),
     ("codec_version", "INTEGER"),
     ("checksum", "BIGINT"),  # telo extension: CRC-32 of the entry (telo.journal.integrity); NULL = unchecked
+    ("written_at", "BIGINT"),  # telo extension: Entry.at, epoch ms the store wrote it; NULL = not recorded
 )
 
 # Columns an older table may lack and that ALTER may add (never a key or NOT NULL column: a populated table
 # cannot gain one of those, and every upstream version already has them).
 _ADDABLE_RUN: Final = RUN_COLUMNS[2:] + RUN_EXTENSION_COLUMNS
 _ADDABLE_ENTRY: Final = tuple(c for c in ENTRY_COLUMNS
-                              if c[0] in ("decision", "target", "value", "codec_version", "checksum"))
+                              if c[0] in ("decision", "target", "value", "codec_version", "checksum", "written_at"))
 
 
 @dataclass(frozen=True, slots=True)

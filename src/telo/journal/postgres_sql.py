@@ -35,7 +35,7 @@ _PARK: Final = ("status = 'parked', parked_path = %(path)s, parked_resource = %(
                 "parked_reason = %(reason)s, due_at = %(at)s, ")
 _GRANT: Final = "claim_holder = %(h)s, claim_until = %(until)s, claim_fence = COALESCE(claim_fence, 0) + 1"
 _INSERT_ENTRY: Final = ("INSERT INTO {entries} (run, path, entry_kind, decision, target, value, codec_version, "
-                        "checksum) ")
+                        "checksum, written_at) ")
 
 # reference §7 dueRuns: free, lapsed or a dead local holder's (%(dead)s) claim, and a status that is due.
 _DUE_WHERE: Final = (
@@ -63,10 +63,10 @@ _CLAIM_DUE: Final = (
 # once), the run is unknown (the join drops it) or — given a fence (holder, token) — the run's claim is not that
 # fence's; the run's row is read FOR SHARE, as by a single fenced append. RETURNING names what went in.
 _APPEND_MANY: Final = (
-    _INSERT_ENTRY + "SELECT u.run, u.path, u.kind, u.decision, u.target, u.value, u.v, u.crc "
+    _INSERT_ENTRY + "SELECT u.run, u.path, u.kind, u.decision, u.target, u.value, u.v, u.crc, u.at "
     "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::integer[], "
-    "%b::bigint[], %b::text[], %b::bigint[]) WITH ORDINALITY "
-    "AS u(run, path, kind, decision, target, value, v, crc, f_holder, f_token, ord) "
+    "%b::bigint[], %b::bigint[], %b::text[], %b::bigint[]) WITH ORDINALITY "
+    "AS u(run, path, kind, decision, target, value, v, crc, at, f_holder, f_token, ord) "
     "JOIN {runs} r ON r.run = u.run "
     "WHERE u.f_holder IS NULL OR (r.claim_holder = u.f_holder AND r.claim_fence = u.f_token) "
     "ORDER BY u.ord FOR SHARE OF r ON CONFLICT (run, path) DO NOTHING RETURNING run, path, seq"
@@ -161,7 +161,8 @@ class PgSql:
         # to commit — and its new holder reads it — or commits first, and the re-checked condition refuses it.
         def append(where: str) -> str:
             return fmt(_INSERT_ENTRY + "SELECT %(run)s::text, %(path)s::text, %(kind)s::text, %(decision)s::text, "
-                       f"%(target)s::text, %(value)s::text, %(v)s::integer, %(checksum)s::bigint {where} "
+                       f"%(target)s::text, %(value)s::text, %(v)s::integer, %(checksum)s::bigint, %(at)s::bigint "
+                       f"{where} "
                        "ON CONFLICT (run, path) DO NOTHING RETURNING seq")
 
         return cls(
@@ -207,7 +208,7 @@ class PgSql:
                                "WHERE run = %s AND claim_holder = %s AND claim_fence = %s"),
             deliver_find=fmt("SELECT run, parked_path FROM {runs} WHERE parked_token = %s AND status = 'parked' "
                              'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1 FOR UPDATE'),
-            deliver_insert=fmt(_INSERT_ENTRY + "VALUES (%s, %s, 'step', NULL, NULL, %s, %s, %s) "
+            deliver_insert=fmt(_INSERT_ENTRY + "VALUES (%s, %s, 'step', NULL, NULL, %s, %s, %s, %s) "
                                "ON CONFLICT (run, path) DO NOTHING RETURNING seq"),
             deliver_unpark=fmt(f"UPDATE {{runs}} SET status = 'running', {_CLEAR_PARK}, due_at = NULL, "
                                "updated_at = %s WHERE run = %s"),

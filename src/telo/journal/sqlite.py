@@ -370,7 +370,10 @@ class SqliteStore(Store, GroupCommitStore):
 
     def _append_op(self, run: str, entry: Entry, chain: WriteChain | None = None, *,
                    fence: Fence | None = None) -> AppendOp:
-        return AppendOp(self._sql, run, entry, self._targets.text(entry.target), chain, self._seqs, fence)
+        # Stamped as the store receives it (Entry.at), unless it carries its time (a fork's copy): one clock read
+        # per append, no statement more.
+        at = entry.at if entry.at is not None else self._clock.now_ms()
+        return AppendOp(self._sql, run, entry, self._targets.text(entry.target), at, chain, self._seqs, fence)
 
     def read_entries(self, run: str) -> list[Entry]:
         return self._read(reads.entries(self._sql, run))

@@ -96,14 +96,15 @@ class SeqBases:
 class AppendOp:
     """One append as a writer operation: callable alone, and groupable by :func:`append_group`."""
 
-    __slots__ = ("chain", "entry", "fence", "run", "seqs", "sql", "target")
+    __slots__ = ("at", "chain", "entry", "fence", "run", "seqs", "sql", "target")
 
-    def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None,
+    def __init__(self, sql: Sql, run: str, entry: Entry, target: str | None, at: int,
                  chain: WriteChain | None = None, seqs: SeqBases | None = None, fence: Fence | None = None) -> None:
         self.sql = sql
         self.run = run
         self.entry = entry
         self.target = target  # the entry's target as JSON text
+        self.at = at  # its written_at: the entry's own, or the store's clock when the append was made
         self.chain = chain  # set for a deferred append (telo.journal.chain)
         self.seqs = seqs
         # the execution's claim (a deferred append's is its chain's): written only while the run's claim is it
@@ -117,10 +118,10 @@ class AppendOp:
         crc = checksum(e)
         if fence is None:
             got = conn.execute(self.sql.append, (self.run, e.path, e.kind, e.decision, self.target, e.value, e.v,
-                                                 crc))
+                                                 crc, self.at))
         else:
             got = conn.execute(self.sql.append_fenced, (self.run, e.path, e.kind, e.decision, self.target, e.value,
-                                                        e.v, crc, fence.holder, fence.token))
+                                                        e.v, crc, self.at, fence.holder, fence.token))
         row = got.fetchone()
         if row is not None:  # stored, seq assigned, run known (and claimed by the fence): one statement
             if self.seqs is not None:
@@ -139,7 +140,7 @@ class AppendOp:
 
     def stored(self, seq: int) -> Entry:
         e = self.entry
-        return Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, seq)
+        return Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, seq, self.at)
 
     def existing(self, conn: sqlite3.Connection) -> Entry:
         """The entry stored at this op's path, which an earlier writer put there."""
@@ -155,7 +156,7 @@ class AppendOp:
         )
 
 
-_ROW = 9  # parameters of one row of Sql.insert_entries
+_ROW = 10  # parameters of one row of Sql.insert_entries
 
 
 def check_claim(conn: sqlite3.Connection, sql: Sql, run: str, fence: Fence, what: str) -> None:
@@ -232,7 +233,7 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
             continue  # a repeat (gets the first's entry)
         written.add(key)
         bases[run] = assigned[i] = seq = base + 1
-        params += (run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v, checksum(e))
+        params += (run, e.path, seq, e.kind, e.decision, op.target, e.value, e.v, checksum(e), op.at)
     rows = len(params) // _ROW
     if 0 < rows <= 32:  # one statement (chunks(rows) == [rows]), on its own all or nothing
         inserted = conn.execute(sql.insert_entries(rows), params).rowcount
@@ -260,7 +261,7 @@ def append_group(conn: sqlite3.Connection, ops: list[AppendOp]) -> list[tuple[bo
         mine = assigned[i]
         if mine is not None and all_in:  # the common case: every row went in
             e = op.entry
-            results.append((True, Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, mine)))
+            results.append((True, Entry(e.path, e.kind, e.value, e.v, e.decision, e.target, mine, op.at)))
             continue
         if i in refused:
             results.append((False, refused[i]))

@@ -26,7 +26,7 @@ RECORD_SELECT: Final = (
     "collapse_reasons, replayed_steps, manifest_digest, digest_scope, workflow, created_at, updated_at, "
     "claim_holder, claim_until, epoch, claim_fence"
 )
-ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq, checksum"
+ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq, checksum, written_at"
 
 
 def record_from_row(row: Sequence[Any]) -> RunRecord:
@@ -67,7 +67,7 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
 
 def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
     """The entry of an ENTRY_SELECT row, its checksum verified (telo.journal.integrity)."""
-    path, kind, value, v, decision, target, seq, crc = row
+    path, kind, value, v, decision, target, seq, crc, at = row
     if target is not None:
         try:
             target = json.loads(target)
@@ -82,7 +82,8 @@ def entry_from_row(row: Sequence[Any], run: str = "?") -> Entry:
     if kind not in ("step", "decision"):
         raise JournalCorrupt(f"journal entry {path!r} of run {run!r} has an unknown "
                              f"kind {kind!r}", data={"run": run, "path": path})
-    return verify(run, Entry(path, kind, value, v, decision, target, seq), crc)
+    # ``at`` is not checksummed (telo.journal.integrity): a damaged time reads as no time, never as a value
+    return verify(run, Entry(path, kind, value, v, decision, target, seq, at if type(at) is int else None), crc)
 
 
 def error_json(error: Mapping[str, Any] | None) -> str | None:

@@ -17,8 +17,9 @@ deleting, so numbers are never reused after compaction and ``seq`` stays strictl
 The schema version lives in ``PRAGMA user_version``; tables and indexes are created with ``IF NOT EXISTS``
 inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once serialise on SQLite's write lock and
 the second one finds everything in place. Version 2 added ``claim_fence``, version 3 the entries'
-``checksum`` (:mod:`telo.journal.integrity`): an older journal gains the columns (``ALTER TABLE … ADD COLUMN``;
-NULL reads as token 0, and as an entry written without a checksum) the first time this telo opens it.
+``checksum`` (:mod:`telo.journal.integrity`), version 4 the entries' ``written_at`` (``Entry.at``, epoch ms from
+the store's clock): an older journal gains the columns (``ALTER TABLE … ADD COLUMN``; NULL reads as token 0, as
+an entry written without a checksum, and as an entry without a time) the first time this telo opens it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Final
 from telo.errors import Code, JournalError
 from telo.journal.sqlite_rows import ENTRY_SELECT, RECORD_SELECT
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
 # RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
 MIN_SQLITE: Final = (3, 35, 0)
@@ -80,6 +81,7 @@ ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("value", "TEXT"),  # frame text; NULL = produced nothing (differs from the JSON text "null")
     ("codec_version", "INTEGER"),  # NULL = legacy plain JSON with {"$bigint": "…"}
     ("checksum", "INTEGER"),  # telo extension: CRC-32 of the entry (telo.journal.integrity); NULL = unchecked
+    ("written_at", "INTEGER"),  # telo extension: Entry.at, epoch ms the store wrote it; NULL = not recorded
 )
 
 
@@ -176,18 +178,18 @@ class Sql:
             ddl=ddl,
             admit=f"INSERT OR IGNORE INTO {runs} ({_ADMIT_COLUMNS}) VALUES ({_ADMIT_VALUES})",
             select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",
-            # ?1 run, ?2 path, ?3 kind, ?4 decision, ?5 target, ?6 value, ?7 codec version, ?8 checksum
+            # ?1 run, ?2 path, ?3 kind, ?4 decision, ?5 target, ?6 value, ?7 codec version, ?8 checksum, ?9 at
             append=f"INSERT OR IGNORE INTO {entries} "
-            "(run, path, seq, entry_kind, decision, target, value, codec_version, checksum) "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version, checksum, written_at) "
             f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
-            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7, ?8 "
+            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
             f"FROM {runs} r WHERE r.run = ?1 RETURNING seq",
-            # ... and only while the run's claim is the execution's: ?9 holder, ?10 token
+            # ... and only while the run's claim is the execution's: ?10 holder, ?11 token
             append_fenced=f"INSERT OR IGNORE INTO {entries} "
-            "(run, path, seq, entry_kind, decision, target, value, codec_version, checksum) "
+            "(run, path, seq, entry_kind, decision, target, value, codec_version, checksum, written_at) "
             f"SELECT r.run, ?2, max(r.last_seq, ifnull((SELECT max(e.seq) FROM {entries} e "
-            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7, ?8 "
-            f"FROM {runs} r WHERE r.run = ?1 AND r.claim_holder = ?9 AND r.claim_fence = ?10 RETURNING seq",
+            "WHERE e.run = r.run), 0)) + 1, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
+            f"FROM {runs} r WHERE r.run = ?1 AND r.claim_holder = ?10 AND r.claim_fence = ?11 RETURNING seq",
             insert_entry=f"INSERT OR IGNORE INTO {entries} "
             "(run, path, seq, entry_kind, decision, target, value, codec_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             run_exists=f"SELECT 1 FROM {runs} WHERE run = ?",
@@ -249,13 +251,13 @@ class Sql:
         )
 
     def insert_entries(self, rows: int) -> str:
-        """``INSERT OR IGNORE`` of ``rows`` entry rows at once (9 parameters each, ENTRY_COLUMNS order)."""
+        """``INSERT OR IGNORE`` of ``rows`` entry rows at once (10 parameters each, ENTRY_COLUMNS order)."""
         text = _MULTI_INSERT.get((self.entries, rows))
         if text is None:
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
             text = _MULTI_INSERT[(self.entries, rows)] = (
-                f"INSERT OR IGNORE INTO {self.entries} "
-                f"(run, path, seq, entry_kind, decision, target, value, codec_version, checksum) VALUES {values}"
+                f"INSERT OR IGNORE INTO {self.entries} (run, path, seq, entry_kind, decision, target, value, "
+                f"codec_version, checksum, written_at) VALUES {values}"
             )
         return text
 

@@ -116,7 +116,8 @@ def deliver(sql: Sql, token: str, value: str | None, v: int | None, now_ms: int)
         record = record_from_row(row)
         assert record.parked is not None  # parked_on selects parked runs with a token
         entry = Entry(record.parked.path, "step", value, v, None, None)
-        stored = conn.execute(sql.append, (record.run, entry.path, "step", None, None, value, v, checksum(entry)))
+        stored = conn.execute(sql.append, (record.run, entry.path, "step", None, None, value, v, checksum(entry),
+                                           now_ms))  # the delivery's time: this store's clock
         if stored.fetchone() is None:
             return None  # another delivery stored its payload first
         conn.execute(sql.unpark, (now_ms, record.run))

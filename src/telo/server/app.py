@@ -68,6 +68,21 @@ def _time_text(at: Any) -> str:
     return at if isinstance(at, str) else ""
 
 
+def _duration_text(ms: Any) -> str:
+    """A step's duration as the pages show it: ``850 ms``, ``12.5 s``, ``3 min 20 s``, ``2 h 5 min``; "" for none."""
+    if not isinstance(ms, int):
+        return ""
+    if ms < 1_000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.3g} s" if ms < 10_000 else f"{ms // 1000} s"
+    minutes, seconds = divmod(ms // 1000, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s" if seconds else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
 def _json_text(value: Any, indent: int | None = 2) -> str:
     return json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=False)
 
@@ -77,6 +92,7 @@ def _templates() -> Jinja2Templates:
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True))
     env.filters["run_url"] = run_url
     env.filters["time"] = _time_text
+    env.filters["duration"] = _duration_text
     env.filters["json"] = _json_text
     env.filters["compact"] = lambda v: _json_text(v, None)
     env.globals["STATUSES"] = STATUSES
@@ -120,7 +136,7 @@ class Dashboard:
         run = run_param(request)
         detail = await self.call(views.run_detail, run)
         timeline = await self.call(views.timeline, run)
-        bars = console.bars(timeline["steps"], timeline["lastSeq"])
+        bars = console.bars(timeline["steps"], timeline["lastSeq"], timeline["spanMs"])
         try:
             found: dict[str, Any] = await self.call(views.checkpoints, run)
         except TeloError as exc:  # a log that does not read: the timeline shows why; the page still renders

@@ -1,10 +1,15 @@
 """What the run page derives from a run's journal for an operator: when things happened, which steps ran,
-failed or wait, their retries, their fan-outs, and the timeline bars.
+failed or wait and for how long, their retries, their fan-outs, and the timeline bars (issue 15).
 
-Journal entries carry no wall-clock time of their own (the store records a ``seq``, not a timestamp), so
-nothing here invents one: an event gets an ``at`` only when its recorded value says when it happened (a retry
-verdict, an operator's resume, a restore), and the Gantt-like timeline runs over log positions, not seconds.
-Every time leaves as RFC 3339 text in UTC with milliseconds (:func:`rfc3339`), the CLI's format.
+Every entry a telo store writes records when it was written (``Entry.at``, epoch ms from the store's clock), so
+a step's duration runs from its first entry — its inputs intent (event-log §1 ``effect_intent``) — to the entry
+that ends it: its receipt, its failure receipt, or for an Await the delivery (its first entry is written as it
+parks, so that is the park to the delivery). The Gantt-like timeline is laid out over those times. Entries of a
+journal written before entries had times (the upstream runtime's, an older telo's) have none, and nothing here
+invents one: such an entry gets an ``at`` only when its recorded value says when it happened (a retry verdict,
+an operator's resume, a restore), and the timeline then runs over log positions, as it also does when every
+entry was written in the same millisecond. Every time leaves as RFC 3339 text in UTC with milliseconds
+(:func:`rfc3339`), the CLI's format.
 """
 
 from __future__ import annotations
@@ -60,11 +65,14 @@ def _split(path: str) -> tuple[str, str] | None:
 
 
 def steps(events: Sequence[Mapping[str, Any]], record: RunRecord, now_ms: int,
-          attempts_of: Mapping[str, int] | None = None) -> list[dict[str, Any]]:
+          attempts_of: Mapping[str, int] | None = None,
+          times: Mapping[int, int] | None = None) -> list[dict[str, Any]]:
     """One row per step that recorded an intent or a receipt, in the order it started: where it starts and
     ends in the log (``from``/``to`` seqs), its ``state`` (completed, failed, parked, open), its failure, its
-    retries (``attempt``, the last verdict and when the next attempt is due), and for a fan-out the items
-    whose steps all have receipts (``fanOut: {done, total}``)."""
+    retries (``attempt``, the last verdict and when the next attempt is due), for a fan-out the items whose
+    steps all have receipts (``fanOut: {done, total}``), and — from ``times``, each entry's write time by seq —
+    when it started and ended and how long it took (``startedAt``, ``endedAt``, ``durationMs``; None where an
+    entry has no time or the step has not ended) and ``offsetMs``, its start after the run's first entry."""
     rows: dict[str, dict[str, Any]] = {}
     last_seq = 0
     collections: dict[str, int] = {}
@@ -83,6 +91,9 @@ def steps(events: Sequence[Mapping[str, Any]], record: RunRecord, now_ms: int,
         if category == "step" and e.get("target") is not None:
             done = rows.setdefault(path, {"path": path, "from": seq, "state": "open", "attempt": 1})
             done.update({"to": seq, "state": "completed", "target": e["target"]})
+            continue
+        if category == "delivery" and path in rows:  # an Await's result is the payload delivered to it
+            rows[path].update({"to": seq, "state": "completed"})
             continue
         if split is None:
             continue
@@ -121,9 +132,33 @@ def steps(events: Sequence[Mapping[str, Any]], record: RunRecord, now_ms: int,
         if row["path"] in collections:
             row["fanOut"] = _fan_out(row["path"], collections[row["path"]], rows)
     ordered = sorted(rows.values(), key=lambda r: (r["from"], r["path"]))
+    first = min(times.values()) if times else None
     for row in ordered:
         row["depth"] = row["path"].count("/") - 1
+        _timed(row, times or {}, first)
     return ordered
+
+
+def _timed(row: dict[str, Any], times: Mapping[int, int], first: int | None) -> None:
+    """A step's times from its first and last entries' (an open or parked step has not ended)."""
+    start = times.get(row["from"])
+    end = times.get(row["to"]) if row["state"] in ("completed", "failed") else None
+    row["startedAt"] = rfc3339(start)
+    row["endedAt"] = rfc3339(end)
+    row["durationMs"] = None if start is None or end is None else end - start
+    row["offsetMs"] = None if start is None or first is None else start - first
+
+
+def span_ms(times: Mapping[int, int], rows: Sequence[Mapping[str, Any]], record: RunRecord,
+            now_ms: int) -> int | None:
+    """How long the timeline spans: the run's first entry to its last — or to now while a step of a run that has
+    not settled is still open or waiting, whose bar runs until now (None when no entry has a time)."""
+    if not times:
+        return None
+    end = max(times.values())
+    if not record.terminal and any(row["state"] in ("open", "parked") for row in rows):
+        end = max(end, now_ms)
+    return end - min(times.values())
 
 
 def _fan_out(step: str, total: int, rows: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
@@ -151,16 +186,34 @@ def retry_budgets(record: RunRecord) -> dict[str, int]:
     return {}
 
 
-def bars(rows: Sequence[Mapping[str, Any]], last_seq: int) -> list[dict[str, Any]]:
-    """The timeline's bars: each step's span of log positions as percentages of the whole log (SVG
-    attributes, not inline styles: the pages' Content-Security-Policy allows no inline style)."""
+def in_time(rows: Sequence[Mapping[str, Any]], span: int | None) -> bool:
+    """Whether the timeline is laid out over wall-clock time: every step has a start time and the entries
+    span some time (otherwise over log positions: a journal without times, or one written in one instant)."""
+    return bool(span) and all(isinstance(row.get("offsetMs"), int) for row in rows)
+
+
+def bars(rows: Sequence[Mapping[str, Any]], last_seq: int, span: int | None = None) -> list[dict[str, Any]]:
+    """The timeline's bars as percentages of the whole run (SVG attributes, not inline styles: the pages'
+    Content-Security-Policy allows no inline style): each step from its start to its end in time over the
+    timeline's ``span`` (:func:`in_time`, :func:`span_ms`; a step that has not ended runs to the span's end),
+    or else its span of log positions over the whole log."""
+    if span and in_time(rows, span):
+        out = []
+        for row in rows:
+            start = int(row["offsetMs"])
+            took = row.get("durationMs")
+            out.append(_bar(start / span, (took if isinstance(took, int) else span - start) / span))
+        return out
     width = max(last_seq, 1)
-    out = []
-    for row in rows:
-        start, end = int(row["from"]), int(row.get("to", row["from"]))
-        x = (start - 1) / width * 100
-        out.append({"x": f"{x:.2f}", "w": f"{max((end - start + 1) / width * 100, 0.6):.2f}"})
-    return out
+    return [_bar((int(row["from"]) - 1) / width, (int(row.get("to", row["from"])) - int(row["from"]) + 1) / width)
+            for row in rows]
+
+
+def _bar(x: float, w: float) -> dict[str, str]:
+    """A bar at fraction ``x`` of the width, ``w`` wide: at least 0.6 % so that an instant shows, and moved left
+    rather than past the right edge."""
+    width = max(w * 100, 0.6)
+    return {"x": f"{min(x * 100, 100 - width):.2f}", "w": f"{width:.2f}"}
 
 
 def payload_schema(events: Sequence[Mapping[str, Any]], record: RunRecord) -> Any:

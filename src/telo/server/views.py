@@ -230,10 +230,13 @@ def category(event: Event) -> str:
 
 def timeline(store: Store, run: str) -> dict[str, Any]:
     """The run's journal in log order, each entry with its category, its value in the plain encoding and its
-    time where the value records one (``at``); a parked run ends with its park. ``steps`` is the steps'
-    overview (:func:`telo.server.console.steps`), ``lastSeq`` the log's last position."""
+    time (``at``: when the store wrote it, or for an entry without a time the one its value records, if any); a
+    parked run ends with its park (at the record's last change). ``steps`` is the steps' overview with their
+    durations (:func:`telo.server.console.steps`), ``lastSeq`` the log's last position, ``spanMs`` how long the
+    entries span and ``scale`` what the timeline is laid out over (``time``, or ``log`` positions)."""
     record, found = runs.events(store, run)
     out: list[dict[str, Any]] = []
+    times: dict[int, int] = {}  # each entry's write time, by seq
     for event in found:
         item: dict[str, Any] = {"seq": event.seq, "epoch": event.epoch, "event": event.kind.value,
                                 "category": category(event), "path": event.path}
@@ -244,18 +247,25 @@ def timeline(store: Store, run: str) -> dict[str, Any]:
             if entry.decision is not None:
                 item["decision"] = entry.decision
             item.update(_decoded(partial(entry.decode, run)))
-            at = console.recorded_at(item)
+            if entry.at is not None and event.seq is not None:
+                times[event.seq] = entry.at
+            at = entry.at if entry.at is not None else console.recorded_at(item)
             if at is not None:
                 item["at"] = rfc3339(at)
         if event.idempotency_key is not None:
             item["idempotencyKey"] = event.idempotency_key
         if event.kind is EventKind.INTERRUPT and record.parked is not None:
             item["parked"] = _parked(record)
+            if record.updated_at is not None:  # parking is the record's last change until something lifts it
+                item["at"] = rfc3339(record.updated_at)
         out.append(item)
     last_seq = max((e["seq"] for e in out if isinstance(e["seq"], int)), default=0)
-    overview = console.steps(out, record, SYSTEM_CLOCK.now_ms(), console.retry_budgets(record))
+    now = SYSTEM_CLOCK.now_ms()
+    overview = console.steps(out, record, now, console.retry_budgets(record), times)
+    span = console.span_ms(times, overview, record, now)
     return {"run": run, "status": record.status, "createdAt": rfc3339(record.created_at),
-            "updatedAt": rfc3339(record.updated_at), "lastSeq": last_seq, "steps": overview, "events": out}
+            "updatedAt": rfc3339(record.updated_at), "lastSeq": last_seq, "spanMs": span,
+            "scale": "time" if console.in_time(overview, span) else "log", "steps": overview, "events": out}
 
 
 # --- operator actions -------------------------------------------------------------------------------------

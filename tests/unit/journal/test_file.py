@@ -136,6 +136,9 @@ def test_lines_keep_the_upstream_shapes(store: FileStore, directory: Path, clock
     got = lines(run_file(directory, "park:t1"))
     crcs = {ln["entry"]["path"]: ln.pop("crc") for ln in got if ln["type"] == "entry"}  # telo's, checked below
     assert crcs == {e.path: checksum(e) for e in store.read_entries("park:t1")}
+    # telo's too: each entry line's write time, beside (never inside) upstream's entry object
+    assert {ln["entry"]["path"]: ln.pop("at") for ln in got if ln["type"] == "entry"} == {
+        e.path: now for e in store.read_entries("park:t1")}
     frame_inputs = '{"ticket":"t1"}'
     common = {"workflow": "approvals", "createdAt": now}
     assert got == [

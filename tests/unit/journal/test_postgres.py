@@ -25,6 +25,7 @@ from telo.clock import FakeClock, process_start_ticks
 from telo.errors import Code, JournalError, TeloError
 from telo.journal import postgres_session
 from telo.journal.claims import Holder, this_host
+from telo.journal.integrity import checksum
 from telo.journal.model import NO_VALUE, Admission, Entry, Outcome, Parked, RunFilter
 from telo.journal.postgres import PostgresStore
 from telo.journal.postgres_schema import RUN_COLUMNS, RUN_EXTENSION_COLUMNS, is_race, names_for
@@ -210,6 +211,32 @@ def test_an_upstream_table_gains_telo_columns_and_keeps_its_rows(url: str, prefi
         assert [r.run for r in store.list_runs(RunFilter()).runs] == ["new", "old"]
     finally:
         store.close()
+
+
+def test_entries_tables_lacking_the_time_column_gain_it(url: str, prefix: str) -> None:
+    """``written_at`` (Entry.at) is added to an upstream table and to an older telo's (one with ``checksum``);
+    their rows read ``at=None``, an older telo's still verify (the checksum never covered the time), and new
+    entries are stamped with the store's clock."""
+    upstream, older = names_for(prefix, None), names_for(prefix + "_v", None)
+    old = Entry.step("steps/old", {"kind": "Run.Value", "name": "v"}, {"n": 1})
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL(UPSTREAM_DDL).format(runs=upstream.runs_id, entries=upstream.entries_id))
+        conn.execute(sql.SQL("INSERT INTO {} (run, status) VALUES ('r1', 'running')").format(upstream.runs_id))
+        conn.execute(sql.SQL("INSERT INTO {} (run, path, entry_kind, value) VALUES ('r1', 'steps/old', 'step', "
+                             "'1')").format(upstream.entries_id))
+    with PostgresStore(url, table=older.prefix) as store:
+        _admit(store)
+    with psycopg.connect(url, autocommit=True) as conn:  # the table as the telo before entry times left it
+        conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN written_at").format(older.entries_id))
+        conn.execute(sql.SQL("INSERT INTO {} (run, path, entry_kind, target, value, codec_version, checksum) "
+                             "VALUES ('r1', 'steps/old', 'step', %s, %s, 2, %s)").format(older.entries_id),
+                     (json.dumps(dict(old.target or {})), old.value, checksum(old)))
+    for names in (upstream, older):
+        assert "written_at" not in _columns(url, names.entries)
+        with PostgresStore(url, table=names.prefix, clock=FakeClock(7_000)) as store:
+            assert "written_at" in _columns(url, names.entries)
+            store.append("r1", Entry.decided("steps/new", "value", 2))
+            assert [(e.path, e.at) for e in store.read_entries("r1")] == [("steps/old", None), ("steps/new", 7_000)]
 
 
 def test_create_table_false_runs_no_ddl_and_names_what_is_missing(url: str, prefix: str) -> None:

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from telo.clock import FakeClock
 from telo.errors import JournalError, TeloError
 from telo.journal.claims import Holder, this_host
+from telo.journal.integrity import checksum
 from telo.journal.model import Admission, Entry, Outcome, Parked
 from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
@@ -92,7 +94,7 @@ def test_schema_mirrors_the_postgres_tables(store: SqliteStore, path: str) -> No
                          "inputs_codec_version", "result_codec_version", "claim_holder", "claim_until"]
     # (name, position in the primary key)
     assert entries == [("run", 1), ("path", 2), ("seq", 0), ("entry_kind", 0), ("decision", 0), ("target", 0),
-                       ("value", 0), ("codec_version", 0), ("checksum", 0)]
+                       ("value", 0), ("codec_version", 0), ("checksum", 0), ("written_at", 0)]
     assert indexes == {"telo_durable_runs_entries_seq_idx", "telo_durable_runs_parked_token_idx",
                        "telo_durable_runs_due_idx", "telo_durable_runs_created_idx"}
     assert version == SCHEMA_VERSION
@@ -115,6 +117,32 @@ def test_a_journal_from_a_newer_telo_is_refused(path: str) -> None:
     with pytest.raises(JournalError) as exc:
         SqliteStore(path)
     assert exc.value.code == "ERR_JOURNAL_SCHEMA_NEWER"
+
+
+def test_a_version_3_journal_gains_entry_times_and_keeps_its_rows(path: str) -> None:
+    """Schema version 4 added the entries' ``written_at`` (Entry.at): a file of version 3 — its entries with
+    checksums but no times — upgrades in place the first time this telo opens it; its rows read ``at=None``
+    and still verify (the checksum never covered the time)."""
+    old = Entry.step("steps/old", TARGET, {"n": 1})
+    with SqliteStore(path) as store:
+        _admit(store)
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE telo_durable_entries DROP COLUMN written_at")  # the version 3 table
+    conn.execute("INSERT INTO telo_durable_entries (run, path, seq, entry_kind, decision, target, value, "
+                 "codec_version, checksum) VALUES ('r1', 'steps/old', 1, 'step', NULL, ?, ?, 2, ?)",
+                 (json.dumps(TARGET), old.value, checksum(old)))
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    with SqliteStore(path, clock=FakeClock(5_000)) as store:
+        new = store.append("r1", Entry.decided("steps/new", "value", 2))
+        assert [(e.path, e.at) for e in store.read_entries("r1")] == [("steps/old", None), ("steps/new", 5_000)]
+        assert new.at == 5_000
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("SELECT path, written_at FROM telo_durable_entries ORDER BY seq").fetchall() == [
+        ("steps/old", None), ("steps/new", 5_000)]
+    conn.close()
 
 
 def test_processes_creating_one_fresh_file_at_once(tmp_path: Path) -> None:

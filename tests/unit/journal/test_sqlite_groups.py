@@ -343,7 +343,7 @@ def fake(store: SqliteStore, kind: str, run: str, n: int = 0) -> Callable[[sqlit
     if kind == "admit":
         return AdmitOp(store._sql, Admission.of(run), 0)
     if kind == "append":
-        return AppendOp(store._sql, run, Entry.decided(f"p{n}", "value", n), None)
+        return AppendOp(store._sql, run, Entry.decided(f"p{n}", "value", n), None, 0)
     if kind == "complete":
         return CompleteOp(store._sql, run, (), None)
     return lambda conn: None  # a barrier
@@ -463,7 +463,7 @@ def test_entries_another_connection_committed_are_not_overwritten(store: SqliteS
     _append_batch(store, "r", ["a0", "a1"])  # remembered: base 2
     other = sqlite3.connect(store.path, isolation_level=None)
     try:  # another process appends (its own statement numbers the entry)
-        other.execute(store._sql.append, ("r", "x", "decision", "value", None, '"x"', 2, None))
+        other.execute(store._sql.append, ("r", "x", "decision", "value", None, '"x"', 2, None, None))
     finally:
         other.close()
     _append_batch(store, "r", ["b0", "b1"])
