@@ -4,8 +4,6 @@ failures, retries and fan-outs, the Await's schema on the deliver form, and sear
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +14,7 @@ from starlette.testclient import TestClient
 from telo.clock import SYSTEM_CLOCK, FakeClock
 from telo.journal.model import Entry
 from telo.journal.sqlite import SqliteStore
-from telo.server.app import create_app, run_url
+from telo.server.app import run_url
 from tests.server.support import failed_run, parked_run, retrying_run
 
 BASE = "http://127.0.0.1:8765"
@@ -27,19 +25,6 @@ START = 1_796_200_000_000  # 2026-12-02T08:26:40.000Z
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(START)
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteStore]:
-    s = SqliteStore(str(tmp_path / "journal.db"), clock=clock)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: SqliteStore) -> Iterator[TestClient]:
-    with TestClient(create_app(store, journal_label="journal.db"), base_url=BASE) as c:
-        yield c
 
 
 # --- the run page ----------------------------------------------------------------------------------------

@@ -4,9 +4,6 @@ whose keys it carries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("starlette", reason="the dashboard needs the `ui` extra")
@@ -15,22 +12,9 @@ from starlette.testclient import TestClient
 
 from telo.journal import eventlog
 from telo.journal.sqlite import SqliteStore
-from telo.server.app import create_app, run_url
+from telo.server.app import run_url
 from tests.server.support import parked_run
-from tests.server.test_operate import BASE, ORIGIN, checkpoint_at, csrf_of
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(str(tmp_path / "journal.db"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: SqliteStore) -> Iterator[TestClient]:
-    with TestClient(create_app(store, journal_label="journal.db"), base_url=BASE) as c:
-        yield c
+from tests.server.test_operate import ORIGIN, checkpoint_at, csrf_of
 
 
 def test_the_fork_form_can_keep_the_original_keys(store: SqliteStore, client: TestClient) -> None:

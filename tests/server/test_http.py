@@ -4,7 +4,6 @@ run ids with any characters, and 404s."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,19 +25,6 @@ from tests.server.support import GREET, parked_run
 BASE = "http://127.0.0.1:8765"
 ORIGIN = {"origin": BASE}
 WEIRD = ["a/b", "x/journal", "100% sure?#frag", "spaced out & <b>bold</b>", "é/ü/日本", "%2F", "run:1"]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(str(tmp_path / "journal.db"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: SqliteStore) -> Iterator[TestClient]:
-    with TestClient(create_app(store, journal_label="journal.db"), base_url=BASE) as c:
-        yield c
 
 
 def settled(store: SqliteStore, run: str, outcome: Outcome, workflow: str = "other") -> None:

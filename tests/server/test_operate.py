@@ -4,8 +4,6 @@ checkpoint, cancel and resume runs in bulk — each from the pages' forms and as
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,24 +16,11 @@ from telo import paths
 from telo.journal import eventlog
 from telo.journal.model import Admission, Entry, Outcome, Parked
 from telo.journal.sqlite import SqliteStore
-from telo.server.app import create_app, run_url
+from telo.server.app import run_url
 from tests.server.support import parked_run
 
 BASE = "http://127.0.0.1:8765"
 ORIGIN = {"origin": BASE}
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(str(tmp_path / "journal.db"))
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: SqliteStore) -> Iterator[TestClient]:
-    with TestClient(create_app(store, journal_label="journal.db"), base_url=BASE) as c:
-        yield c
 
 
 def unconfirmed_run(store: SqliteStore, run: str) -> None:

@@ -31,13 +31,6 @@ BASE = "http://127.0.0.1:8765"
 FORGED = "attacker-chosen-0123456789abcdefABCDEF"  # shaped like a real session id: only the HMAC refuses it
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(str(tmp_path / "journal.db"))
-    yield s
-    s.close()
-
-
 def page_token(client: TestClient, url: str = "/runs/x") -> str:
     """The CSRF token the run page's forms carry (the page also sets the session cookie it is bound to)."""
     found = re.search(rf'name="{CSRF_FIELD}" value="([^"]+)"', client.get(url).text)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,7 +16,7 @@ from starlette.testclient import TestClient
 from telo.clock import FakeClock
 from telo.journal.model import Admission, Entry, Outcome, Parked
 from telo.journal.sqlite import SqliteStore
-from telo.server.app import create_app, run_url
+from telo.server.app import run_url
 from tests.server.support import GREET, failed_run
 
 START = 1_796_200_000_000  # 2026-12-02T08:26:40.000Z
@@ -28,19 +26,6 @@ SHIP = {"kind": "Python.Function", "name": "ship"}
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(START)
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Iterator[SqliteStore]:
-    s = SqliteStore(str(tmp_path / "journal.db"), clock=clock)
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def client(store: SqliteStore) -> Iterator[TestClient]:
-    with TestClient(create_app(store, journal_label="journal.db"), base_url="http://127.0.0.1:8765") as c:
-        yield c
 
 
 def shipped_run(store: SqliteStore, clock: FakeClock, run: str = "ship:1", *, deliver: bool = True) -> None:
