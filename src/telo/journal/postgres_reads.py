@@ -100,6 +100,11 @@ class PgReads:
             rows = cur.execute(self._q.select_entries, (run,)).fetchall()
         return [entry_from_row(run, r) for r in rows]
 
+    def journal_mark(self, run: str) -> tuple[int, int]:
+        with db_errors("read journal entries"), self._conn(join=True) as c:
+            row = c.execute(self._q.entry_mark, (run,)).fetchone()
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
     def _dead_local_holders(self, conn: psycopg.Connection[Any], now_ms: int) -> list[str]:
         """Holders of live-looking claims that are dead processes on this host (claims.holder_is_dead).
 

@@ -129,6 +129,7 @@ class PgSql:
     append_fenced: str
     select_entry: str
     select_entries: str
+    entry_mark: str  # Store.journal_mark: the entries' count and highest seq
     truncate: str
     statuses: str  # (run, status) of each run in an array
     select_runs: str  # the record of each run in an array
@@ -217,6 +218,7 @@ class PgSql:
                                  "AND r.claim_fence = %(f_token)s FOR SHARE OF r"),
             select_entry=fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s"),
             select_entries=fmt("SELECT {ecols} FROM {entries} WHERE run = %s ORDER BY seq"),
+            entry_mark=fmt("SELECT count(*), COALESCE(max(seq), 0) FROM {entries} WHERE run = %s"),
             truncate=fmt("DELETE FROM {entries} WHERE run = %s AND seq < %s"),
             statuses=fmt("SELECT run, status FROM {runs} WHERE run = ANY(%b::text[])"),
             select_runs=fmt("SELECT {cols} FROM {runs} WHERE run = ANY(%b::text[])"),

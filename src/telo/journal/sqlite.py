@@ -378,6 +378,9 @@ class SqliteStore(Store, GroupCommitStore):
     def read_entries(self, run: str) -> list[Entry]:
         return self._read(reads.entries(self._sql, run))
 
+    def journal_mark(self, run: str) -> tuple[int, int]:
+        return self._read(reads.mark(self._sql, run))
+
     def truncate_before(self, run: str, seq: int) -> int:
         return self._entry_write(writes.truncate(self._sql, run, seq), isolated=True)
 

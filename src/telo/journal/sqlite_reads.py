@@ -121,6 +121,17 @@ def runs_page(sql: Sql, flt: RunFilter) -> Op[RunPage]:
     return op
 
 
+def mark(sql: Sql, run: str) -> Op[tuple[int, int]]:
+    """:meth:`Store.journal_mark` from the (run, seq) index, no entry decoded."""
+    stmt = sql.entry_mark
+
+    def op(conn: sqlite3.Connection) -> tuple[int, int]:
+        count, last = conn.execute(stmt, (run,)).fetchone()
+        return int(count), int(last)
+
+    return op
+
+
 def entries(sql: Sql, run: str) -> Op[list[Entry]]:
     """The run's entries in seq order, each verified (:func:`~telo.journal.sqlite_rows.entry_from_row`)."""
     stmt = sql.select_entries

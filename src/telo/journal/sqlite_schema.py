@@ -120,6 +120,7 @@ class Sql:
     raise_floor: str
     select_entry: str
     select_entries: str
+    entry_mark: str  # Store.journal_mark: the entries' count and highest seq (the (run, seq) index)
     truncate: str
     unappend: str  # a row a group append wrote, taken out again (telo.journal.sqlite_append)
     complete_returning: str
@@ -203,6 +204,7 @@ class Sql:
             "WHERE run = ?1 AND seq < ?2), 0)) WHERE run = ?1",
             select_entry=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? AND path = ?",
             select_entries=f"SELECT {ENTRY_SELECT} FROM {entries} WHERE run = ? ORDER BY seq",
+            entry_mark=f"SELECT count(*), ifnull(max(seq), 0) FROM {entries} WHERE run = ?",
             truncate=f"DELETE FROM {entries} WHERE run = ? AND seq < ?",
             unappend=f"DELETE FROM {entries} WHERE run = ? AND path = ? AND seq = ?",
             complete_returning=f"UPDATE {runs} SET status = ?, result = ?, result_codec_version = ?, error = ?, "

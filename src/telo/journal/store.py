@@ -196,6 +196,14 @@ class Store(abc.ABC):
     def read_entries(self, run: str) -> list[Entry]:
         """The run's entries in write order, the first entry per path only."""
 
+    def journal_mark(self, run: str) -> tuple[int, int]:
+        """How many entries the run's log holds, and its highest ``seq``: a mark that moves whenever the log
+        changes (an append raises the seq; compaction and restore append before they truncate), read without
+        decoding the log — the console polls it once a second for each open run page (telo.server.live). This
+        default reads the entries; the SQL stores ask the database."""
+        entries = self.read_entries(run)
+        return len(entries), max((e.seq or 0 for e in entries), default=0)
+
     @abc.abstractmethod
     def truncate_before(self, run: str, seq: int) -> int:
         """Delete the run's entries with ``seq`` below ``seq`` (compaction); returns how many."""
