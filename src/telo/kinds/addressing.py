@@ -11,7 +11,7 @@ from telo.durable.waits import deliver
 from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal, compile_time
-from telo.kinds.workflow import default_run_id
+from telo.kinds.workflow import Workflow, default_run_id
 from telo.runtime.contracts import SchemaValidator, schema_of
 from telo.runtime.resource import Resource
 from telo.values import Timestamp
@@ -172,8 +172,10 @@ class Schedule(_Addressing):
             due = instant_ms(at_ev.evaluate(scope), Code.DURABLE_SCHEDULE_INVALID, f"{self.kind} {self.name!r}.at")
         else:
             raise TeloError(Code.DURABLE_SCHEDULE_INVALID, f"{self.kind} {self.name!r}: needs `after` or `at`")
-        run_inputs = inputs_ev.evaluate(scope) if inputs_ev is not None else {}
         workflow = self.app.resource_for(self.config["workflow"])
+        run_inputs = inputs_ev.evaluate(scope) if inputs_ev is not None else {}
+        if isinstance(workflow, Workflow) and isinstance(run_inputs, dict):
+            run_inputs = workflow.checked_inputs(run_inputs)  # its inputType, before anything is admitted
         result = await asyncio.to_thread(self._journal().store.admit, Admission.of(
             run, status="scheduled", due_at=due, inputs=run_inputs, workflow=workflow.name))
         if not result.admitted:

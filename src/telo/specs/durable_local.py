@@ -42,8 +42,9 @@ WORKFLOW = KindSpec(
             "inputType": type_slot(
                 description="The call's input contract: a `Telo.Type` (`!ref` or an inline `{kind: "
                             "Telo.JsonSchema, schema: …}`). A start whose inputs fail it is refused with "
-                            "ERR_INPUT_INVALID before anything is admitted (a step, a target, `telo schedule`, the "
-                            "Python API); `--input k=v` on the command line is typed by it (docs/cli.md)."),
+                            "ERR_INPUT_INVALID before anything is admitted (a step, a target, `Local.Schedule`, "
+                            "`telo schedule`, the Python API); `--input k=v` on the command line is typed by it "
+                            "(docs/cli.md)."),
             "inputs": runtime(type="object",  # the body's `inputs`, decided at the root key `inputs`
                               description="The body's `inputs`, evaluated from the call's and recorded once; "
                                           "absent, the body's `inputs` is `{}` (as upstream): write "
