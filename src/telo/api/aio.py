@@ -39,6 +39,7 @@ from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
+from telo.kinds.queued import slot_done
 from telo.kinds.workflow import Workflow
 from telo.manifest import Manifest, Pos, ResourceDecl
 from telo.operations import runs, starting, worker
@@ -236,13 +237,16 @@ class AsyncApp(OperatorActions):
         if run in wf.active:
             return True  # executing in this process already
         holder = wf.holder if background else self._holder
-        fence = await wf.store.claim(run, holder, self.clock.now_ms())
+        fence = await wf.claim_run(run, holder)  # (a queued workflow's run: only if its queue has room)
         if fence is None:
             return False
         if background:
-            self._track(run, self.application.hold(wf.run_to_rest(run, inputs, fence)))
+            self._track(run, self.application.hold(wf.run_to_rest(run, inputs, fence, queued=wf.queue)))
         else:
-            await wf.execute(run, inputs, fence)
+            try:
+                await wf.execute(run, inputs, fence)
+            finally:
+                slot_done(wf.queue)
         return True
 
     async def _rest(self, run: str, deadline: float | None) -> RunResult:

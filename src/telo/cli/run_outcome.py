@@ -42,7 +42,7 @@ from telo.operations.project import JournalSource
 from telo.runtime.resource import RunOutcome
 
 SETTLED_BADLY = frozenset({"failed", "cancelled"})
-NOT_SETTLED = frozenset({"parked", "running", "elsewhere"})
+NOT_SETTLED = frozenset({"parked", "running", "elsewhere", "scheduled"})
 _SHOWN_RESULT = 300  # characters of a result shown on the outcome line (`telo result` has it whole)
 
 
@@ -109,6 +109,9 @@ def describe(outcome: RunOutcome, manifest: str) -> str:
     if outcome.status == "elsewhere":
         return (f"{head} running in another process ({outcome.holder or 'holder unknown'}), which holds its claim; "
                 f"this process did not execute it (wait for it: telo result {shlex.quote(run)}{j} --wait 60s)")
+    if outcome.status == "scheduled":  # a queued run this process stopped waiting for (issue 16)
+        return (f"{head} still waiting in its queue for a slot; a worker starts it when the queue has room "
+                f"(telo worker {m}; why it waits: telo status {shlex.quote(run)}{j})")
     error = outcome.error or {}
     why = f" ({error.get('code')}: {error.get('message')})" if error else ""
     return (f"{head} still running: this process stopped executing it{why}; it continues wherever it is "

@@ -49,6 +49,8 @@ def status_view(view: RunView) -> dict[str, Any]:
         out["parked"] = record.parked.to_json()
         if record.parked.at is not None:
             out["parked"]["at"] = json_time(record.parked.at)
+    if view.queue is not None:  # issue 16: its queue, key and — while it waits — what holds the queue's slots
+        out["queue"] = view.queue
     unconfirmed = unconfirmed_view(view)
     if unconfirmed:
         out["unconfirmedEffects"] = unconfirmed
@@ -73,10 +75,22 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
         out["parked"] = {**out["parked"], "at": time_text(out["parked"]["at"])}
     if "claim" in out:
         out["claim"] = {**out["claim"], "until": time_text(out["claim"]["until"])}
+    if "queue" in out:
+        out["queue"] = queue_text(out["queue"])
     if "unconfirmedEffects" in out:
         out["unconfirmedEffects"] = [{**u, "resolution": resolution_for_humans(u["resolution"])}
                                      for u in out["unconfirmedEffects"]]
     return out
+
+
+def queue_text(queue: dict[str, Any]) -> str:
+    """``q (key acme)``, and while the run waits what holds the queue's slots: ``… waiting: 3 running hold slots
+    (1 with its key), 0 parked`` (parked runs hold one only if the queue says ``holdSlotWhileParked``)."""
+    text = str(queue["name"]) + (f" (key {queue['key']})" if "key" in queue else "")
+    if "running" in queue:
+        with_key = f" ({queue['runningWithKey']} with its key)" if "runningWithKey" in queue else ""
+        text += f"; waiting for a slot: {queue['running']} running{with_key}, {queue['parked']} parked"
+    return text
 
 
 def resolution_for_humans(resolution: Any) -> Any:

@@ -26,7 +26,7 @@ from telo.cli.common import (
     table,
     time_text,
 )
-from telo.cli.runs_cmds import resolution_for_humans, unconfirmed_view
+from telo.cli.runs_cmds import queue_text, resolution_for_humans, unconfirmed_view
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
@@ -147,6 +147,7 @@ def show_view(store: Store, run: str) -> dict[str, Any]:
         claim["live"] = rules.claim_is_live(record.claim, SYSTEM_CLOCK.now_ms())
         claim["fence"] = record.fence
         view["claim"] = claim
+    view["queue"] = status.queue  # issue 16: its queue and key; while it waits, what holds the queue's slots
     unconfirmed = unconfirmed_view(status)
     if unconfirmed:
         view["unconfirmedEffects"] = unconfirmed
@@ -196,6 +197,8 @@ def show_command(run: str, journal: str | None, manifest: str | None, as_json: b
             human[key] = time_text(human[key])
     if "at" in human.get("parked", {}):
         human["parked"] = {**human["parked"], "at": time_text(human["parked"]["at"])}
+    if "queue" in human:
+        human["queue"] = queue_text(human["queue"])
     if "unconfirmedEffects" in human:
         human["unconfirmedEffects"] = [{**u, "resolution": resolution_for_humans(u["resolution"])}
                                        for u in human["unconfirmedEffects"]]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ from telo.clock import SYSTEM_CLOCK
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
+from telo.journal.queues import QueueLimits
 from telo.journal.store import GroupCommitStore, Store
 
 T = TypeVar("T")
@@ -159,17 +160,18 @@ class AsyncStore:
         return None if token is None else Fence(holder, token, asked)
 
     async def claim_due(self, holder: str, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                        workflows: Sequence[str] | None = None,
-                        skip: Collection[str] = ()) -> list[tuple[RunRecord, Fence]]:
-        """Dequeue up to ``limit`` due runs for the journal's lease (:meth:`Store.claim_due`): each started run's
-        record, with the fence its execution then writes through."""
+                        workflows: Sequence[str] | None = None, skip: Collection[str] = (),
+                        queues: Mapping[str, QueueLimits] | None = None) -> list[tuple[RunRecord, Fence]]:
+        """Dequeue up to ``limit`` due runs for the journal's lease (:meth:`Store.claim_due`; ``queues``: the limits
+        of the queues whose runs it may grant, issue 16): each started run's record, with the fence its execution
+        then writes through."""
         asked = SYSTEM_CLOCK.monotonic()  # real time, as in claim()
         if self._group is not None:
             granted = await self._group.claim_due_async(holder, self.claim_ttl_ms, now_ms, limit, only=only,
-                                                        workflows=workflows, skip=skip)
+                                                        workflows=workflows, skip=skip, queues=queues)
         else:
             granted = await self._call(self.sync.claim_due, holder, self.claim_ttl_ms, now_ms, limit, only=only,
-                                       workflows=workflows, skip=skip)
+                                       workflows=workflows, skip=skip, queues=queues)
         return [(record, Fence(holder, record.fence, asked)) for record in granted]
 
     async def renew(self, run: str, fence: Fence, now_ms: int) -> bool:

@@ -7,6 +7,7 @@ the durable stores must (the conformance suite runs the same tests against all o
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
+from telo.journal.queues import QueueLimits
 from telo.journal.store import Store
 
 _RECORD_FIELDS = {f.name for f in fields(RunRecord)} - {"run", "claim", "fence"}
@@ -111,6 +113,18 @@ class MemoryStore(Store):
             ]
         due.sort(key=rules.due_order)
         return [r.run for r in due[:limit]]
+
+    def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = (),
+                  queues: Mapping[str, QueueLimits] | None = None) -> list[RunRecord]:
+        # The generic form under the store's lock: a queue's slots are counted and granted atomically (issue 16).
+        with self._lock:
+            return super().claim_due(holder, ttl_ms, now_ms, limit, only=only, workflows=workflows, skip=skip,
+                                     queues=queues)
+
+    def runs_of_queue(self, queue: str) -> list[RunRecord]:
+        with self._lock:
+            return [r for r in self._runs.values() if r.queue == queue and r.status in ("running", "parked")]
 
     def list_runs(self, flt: RunFilter) -> RunPage:
         with self._lock:

@@ -272,6 +272,10 @@ class RunRecord:
     # telo extension: the fencing token of the run's latest claim grant (telo.journal.claims "Fencing"); kept
     # when the claim is released, so the next grant's token is greater than every one before it
     fence: int = 0
+    # telo extension (issue 16): the Local.Queue the run was admitted to, and its concurrency key's value
+    # (evaluated once at admission; replay never re-evaluates it). None: not queued (every upstream row).
+    queue: str | None = None
+    queue_key: str | None = None
     # Set by a store that read the record but found part of it damaged (a column that is not JSON, a file line
     # that does not parse): what and where (ERR_DURABLE_JOURNAL_CORRUPT). The damaged fields read as None; the
     # run is listed, shown and can be cancelled, but no worker executes it (issue 12: corruption is isolated).
@@ -300,6 +304,8 @@ class Admission:
     workflow: str | None = None
     manifest_digest: str | None = None
     digest_scope: str | None = None
+    queue: str | None = None  # issue 16: a queued admission is `scheduled`, due at its admission time
+    queue_key: str | None = None
 
     @classmethod
     def of(
@@ -312,6 +318,8 @@ class Admission:
         workflow: str | None = None,
         manifest_digest: str | None = None,
         digest_scope: str | None = None,
+        queue: str | None = None,
+        queue_key: str | None = None,
     ) -> Admission:
         text = encode_value(inputs)
         return cls(
@@ -323,6 +331,8 @@ class Admission:
             workflow,
             manifest_digest,
             digest_scope,
+            queue,
+            queue_key,
         )
 
 
@@ -342,6 +352,8 @@ class Admission:
             updated_at=now_ms,
             claim=claim,
             fence=0 if claim is None else 1,
+            queue=self.queue,
+            queue_key=self.queue_key,
         )
 
 

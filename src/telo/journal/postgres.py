@@ -25,7 +25,7 @@ listens for wake-ups — one LISTEN connection.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
@@ -43,6 +43,7 @@ from telo.journal.columns import json_text as dump
 from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
 from telo.journal.postgres_groups import append_group
+from telo.journal.postgres_queues import claim_queued
 from telo.journal.postgres_reads import LoopReads, PgReads
 from telo.journal.postgres_rows import db_errors
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
@@ -51,6 +52,7 @@ from telo.journal.postgres_sql import PgSql
 from telo.journal.postgres_tx import ambient_of, joined, open_transaction
 from telo.journal.postgres_wake import WakeHub
 from telo.journal.postgres_writer import PgBatches
+from telo.journal.queues import QueueLimits
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction, WakeCallback
 
 T = TypeVar("T")
@@ -210,18 +212,43 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
         return self._queued(ops.claim(self._q, run, holder, ttl_ms, now_ms))
 
     def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[RunRecord]:
-        """Picked, granted and started by one statement, ``FOR UPDATE SKIP LOCKED`` (``postgres_ops.claim_due``)."""
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = (),
+                  queues: Mapping[str, QueueLimits] | None = None) -> list[RunRecord]:
+        """Picked, granted and started by one statement, ``FOR UPDATE SKIP LOCKED`` (``postgres_ops.claim_due``);
+        then queued runs, each queue in a transaction under its advisory lock (``postgres_queues``)."""
         if limit <= 0:
             return []
         op = ops.claim_due(self._q, holder, ttl_ms, now_ms, limit, only=only, workflows=workflows, skip=skip)
-        return self._write("claim due runs", op)
+        granted = self._write("claim due runs", op)
+        if queues and len(granted) < limit:
+            granted += self._claim_queued(holder, ttl_ms, now_ms, limit - len(granted), only, workflows, skip,
+                                          queues)
+        return granted
 
     def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
                         only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
-                        skip: Collection[str] = ()) -> asyncio.Future[list[RunRecord]]:
+                        skip: Collection[str] = (),
+                        queues: Mapping[str, QueueLimits] | None = None) -> asyncio.Future[list[RunRecord]]:
         op = ops.claim_due(self._q, holder, ttl_ms, now_ms, max(limit, 0), only=only, workflows=workflows, skip=skip)
-        return self._queued(op)
+        unqueued = self._queued(op)
+        if not queues:
+            return unqueued
+
+        async def then_queued() -> list[RunRecord]:
+            granted = await unqueued
+            if len(granted) < limit:  # (blocking: a pooled connection's transaction, on a worker thread)
+                granted += await asyncio.to_thread(self._claim_queued, holder, ttl_ms, now_ms, limit - len(granted),
+                                                   only, workflows, skip, queues)
+            return granted
+
+        return asyncio.ensure_future(then_queued())
+
+    def _claim_queued(self, holder: str, ttl_ms: int, now_ms: int, wanted: int, only: Sequence[str] | None,
+                      workflows: Sequence[str] | None, skip: Collection[str],
+                      queues: Mapping[str, QueueLimits]) -> list[RunRecord]:
+        with db_errors("claim queued runs"):
+            return claim_queued(self._pool.connection, self._q, holder, ttl_ms, now_ms, wanted, only=only,
+                                workflows=workflows, skip=skip, queues=queues)
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
         # On a pooled connection, not through the writer: a renewal may wait for the row lock of a joinable

@@ -86,6 +86,13 @@ class PgReads:
             rows = cur.execute(self._q.select_runs, (runs,)).fetchall()
         return {record.run: record for record in map(record_from_row, rows)}
 
+    def runs_of_queue(self, queue: str) -> list[RunRecord]:
+        """``Store.runs_of_queue``: the running and parked runs of ``queue`` (its partial index)."""
+        with db_errors("read a queue's runs"), self._conn(join=True) as conn, \
+                conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(self._q.queue_runs, (queue,)).fetchall()
+        return [record_from_row(row) for row in rows]
+
     def read_statuses(self, runs: list[str]) -> dict[str, str]:
         """The status of each of ``runs`` that exists, read at once (the cancel checks of many runs)."""
         with db_errors("read run statuses"), self._conn(join=True) as conn:

@@ -101,6 +101,8 @@ def record_from_row(row: Mapping[str, Any]) -> RunRecord:
         claim=claim,
         epoch=row["epoch"] or 0,  # NULL in rows upstream wrote
         fence=row["claim_fence"] or 0,  # NULL in rows upstream wrote, or claimed only by upstream processes
+        queue=row.get("queue"),  # issue 16 (NULL: not queued)
+        queue_key=row.get("queue_key"),
         corrupt="; ".join(damage) or None,
     )
 

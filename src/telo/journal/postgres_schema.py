@@ -62,6 +62,8 @@ RUN_EXTENSION_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("updated_at", "BIGINT"),
     ("epoch", "INTEGER"),
     ("claim_fence", "BIGINT"),  # the fencing token of the latest claim grant (telo.journal.claims)
+    ("queue", "TEXT"),  # issue 16: the Local.Queue of a queued run (telo.journal.queues) ...
+    ("queue_key", "TEXT"),  # ... and its concurrency key's value, evaluated once at admission
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -108,6 +110,7 @@ class Names:
             f"{self.prefix}_runs_parked_token_idx",
             f"{self.prefix}_runs_due_idx",
             f"{self.prefix}_runs_created_idx",
+            f"{self.prefix}_runs_queue_idx",  # telo extension (issue 16)
         )
 
 
@@ -224,7 +227,7 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
                         ident, sql.Identifier(column), sql.SQL(type_)
                     ),
                 )
-    seq_idx, token_idx, due_idx, created_idx = (sql.Identifier(n) for n in index_names)
+    seq_idx, token_idx, due_idx, created_idx, queue_idx = (sql.Identifier(n) for n in index_names)
     wanted = (
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run, seq)").format(seq_idx, entries),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (parked_token) WHERE parked_token IS NOT NULL").format(
@@ -235,6 +238,8 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
         sql.SQL('CREATE INDEX IF NOT EXISTS {} ON {} ((COALESCE(created_at, 0)) DESC, run COLLATE "C" DESC)').format(
             created_idx, runs
         ),
+        # telo extension (issue 16): a queue's runs, counted and picked by every queued claim
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (queue, status) WHERE queue IS NOT NULL").format(queue_idx, runs),
     )
     for name, stmt in zip(index_names, wanted, strict=True):
         if name not in existing:

@@ -45,14 +45,19 @@ _DUE_WHERE: Final = (
     "OR (r.status = 'parked' AND (r.due_at <= %(now)s OR EXISTS "
     "(SELECT 1 FROM {entries} e WHERE e.run = r.run AND e.path = r.parked_path))))"
 )
+# The caller's filters (Store.claim_due), arrays, NULL for "any".
+FILTERS: Final = (
+    " AND (%(workflows)b::text[] IS NULL OR r.workflow IS NULL OR r.workflow = ANY(%(workflows)b::text[])) "
+    "AND (%(only)b::text[] IS NULL OR r.run = ANY(%(only)b::text[])) AND NOT (r.run = ANY(%(skip)b::text[]))"
+)
+DUE_WHERE: Final = _DUE_WHERE
 # Rows another sweep (or a worker's claim) has locked are passed over, not waited for.
 _DUE_ORDER: Final = ' ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(limit)s FOR UPDATE OF r SKIP LOCKED'
 # Fair claiming (Store.claim_due): the due runs a worker can execute now, granted and started (running, the park
-# lifted) by the statement that picks them; the caller's filters are arrays, NULL for "any".
+# lifted) by the statement that picks them. Unqueued runs only: a queued one is granted under its queue's limits
+# (telo.journal.postgres_queues), in a transaction of its own.
 _CLAIM_DUE: Final = (
-    "WITH due AS (SELECT r.run, r.due_at FROM {runs} r WHERE " + _DUE_WHERE
-    + " AND (%(workflows)b::text[] IS NULL OR r.workflow IS NULL OR r.workflow = ANY(%(workflows)b::text[])) "
-    "AND (%(only)b::text[] IS NULL OR r.run = ANY(%(only)b::text[])) AND NOT (r.run = ANY(%(skip)b::text[]))"
+    "WITH due AS (SELECT r.run, r.due_at FROM {runs} r WHERE " + _DUE_WHERE + FILTERS + " AND r.queue IS NULL"
     + _DUE_ORDER + ") UPDATE {runs} r SET claim_holder = %(h)s, claim_until = %(until)s, "
     "claim_fence = COALESCE(r.claim_fence, 0) + 1, status = 'running', parked_path = NULL, parked_resource = NULL, "
     "parked_token = NULL, parked_reason = NULL, due_at = NULL, updated_at = %(now)s FROM due WHERE r.run = due.run "
@@ -74,12 +79,13 @@ _APPEND_MANY: Final = (
 # A group of admissions, each optionally claimed with its row (fencing token 1); RETURNING names those admitted.
 _ADMIT_MANY: Final = (
     "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
-    "digest_scope, created_at, updated_at, epoch, claim_holder, claim_until, claim_fence) "
+    "digest_scope, created_at, updated_at, epoch, claim_holder, claim_until, claim_fence, queue, queue_key) "
     "SELECT u.run, u.status, u.due_at, u.inputs, u.inputs_v, u.workflow, u.digest, u.scope, u.now, u.now, 0, "
-    "u.holder, u.until, u.fence "
+    "u.holder, u.until, u.fence, u.queue, u.queue_key "
     "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::integer[], %b::text[], %b::text[], "
-    "%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[]) WITH ORDINALITY "
-    "AS u(run, status, due_at, inputs, inputs_v, workflow, digest, scope, now, holder, until, fence, ord) "
+    "%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[]) WITH ORDINALITY "
+    "AS u(run, status, due_at, inputs, inputs_v, workflow, digest, scope, now, holder, until, fence, queue, "
+    "queue_key, ord) "
     "ORDER BY u.ord ON CONFLICT (run) DO NOTHING RETURNING run"
 )
 # A group of completions (distinct runs), each fenced or not; RETURNING the settled records.
@@ -113,6 +119,7 @@ class PgSql:
     unpark: str
     parked_on: str
     dead_holder_candidates: str
+    queue_runs: str  # Store.runs_of_queue (issue 16)
     due: str
     claim_due: str
     claim: str
@@ -186,6 +193,8 @@ class PgSql:
                        "WHERE run = %s AND status = 'parked'"),
             parked_on=fmt("SELECT {cols} FROM {runs} WHERE parked_token = %s AND status = 'parked' "
                           'ORDER BY COALESCE(created_at, 0), run COLLATE "C" LIMIT 1'),
+            queue_runs=fmt("SELECT {cols} FROM {runs} WHERE queue = %s AND status IN ('running', 'parked') "
+                           'ORDER BY run COLLATE "C"'),
             dead_holder_candidates=fmt("SELECT DISTINCT claim_holder FROM {runs} WHERE claim_until > %s "
                                        "AND position(%s in claim_holder) > 0"),
             due=fmt("SELECT r.run FROM {runs} r WHERE " + _DUE_WHERE + _DUE_ORDER),

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from functools import partial
@@ -39,6 +39,7 @@ from telo.journal.claims import Fence
 from telo.journal.columns import TargetTexts
 from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+from telo.journal.queues import QueueLimits
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
@@ -281,6 +282,9 @@ class SqliteStore(Store, GroupCommitStore):
     def list_runs(self, flt: RunFilter) -> RunPage:
         return self._read(reads.runs_page(self._sql, flt))
 
+    def runs_of_queue(self, queue: str) -> list[RunRecord]:
+        return self._read(reads.runs_of_queue(self._sql, queue))
+
     # --- claims --------------------------------------------------------------------------------------------
 
     def claim(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> int | None:
@@ -290,19 +294,21 @@ class SqliteStore(Store, GroupCommitStore):
         return self._lifecycle_async("claim", writes.claim(self._sql, run, holder, ttl_ms, now_ms))
 
     def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[RunRecord]:
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = (),
+                  queues: Mapping[str, QueueLimits] | None = None) -> list[RunRecord]:
         """Picked, granted and started in one write transaction (:mod:`telo.journal.sqlite_claims`)."""
         if limit <= 0:
             return []
         op = sqlite_claims.claim_due(self._sql, holder, ttl_ms, now_ms, limit, only=only, workflows=workflows,
-                                     skip=skip)
+                                     skip=skip, queues=queues)
         return self._lifecycle("claim", op)
 
     def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
                         only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
-                        skip: Collection[str] = ()) -> asyncio.Future[list[RunRecord]]:
+                        skip: Collection[str] = (),
+                        queues: Mapping[str, QueueLimits] | None = None) -> asyncio.Future[list[RunRecord]]:
         op = sqlite_claims.claim_due(self._sql, holder, ttl_ms, now_ms, max(limit, 0), only=only,
-                                     workflows=workflows, skip=skip)
+                                     workflows=workflows, skip=skip, queues=queues)
         return self._lifecycle_async("claim", op)
 
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:

@@ -16,7 +16,7 @@ from telo.journal import paging
 from telo.journal.claims import holder_is_dead
 from telo.journal.model import Entry, RunFilter, RunPage, RunRecord
 from telo.journal.sqlite_group import Op
-from telo.journal.sqlite_rows import entry_from_row, record_from_row
+from telo.journal.sqlite_rows import RECORD_SELECT, entry_from_row, record_from_row
 from telo.journal.sqlite_schema import Sql
 
 # The runs a status read asks for with one statement (well inside SQLite's limit on bound parameters).
@@ -29,6 +29,17 @@ def run_record(sql: Sql, run: str) -> Op[RunRecord | None]:
     def op(conn: sqlite3.Connection) -> RunRecord | None:
         row = conn.execute(sql.select_run, (run,)).fetchone()
         return None if row is None else record_from_row(row)
+
+    return op
+
+
+def runs_of_queue(sql: Sql, queue: str) -> Op[list[RunRecord]]:
+    """``Store.runs_of_queue``: the running and parked runs of ``queue`` (its partial index)."""
+    statement = (f"SELECT {RECORD_SELECT} FROM {sql.runs} WHERE queue = ? AND status IN ('running', 'parked') "
+                 "ORDER BY run")
+
+    def op(conn: sqlite3.Connection) -> list[RunRecord]:
+        return [record_from_row(row) for row in conn.execute(statement, (queue,))]
 
     return op
 

@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from telo.journal.chain import WriteChain
 from telo.journal.claims import DEFAULT_TTL_MS, Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+from telo.journal.queues import QueueLimits, Tally, grant, wanted_queues
 
 WakeCallback = Callable[[str], None]
 _SCAN_ALL = 1 << 62  # due_runs' limit when every due run is a candidate
@@ -130,7 +131,8 @@ class Store(abc.ABC):
         """
 
     def claim_due(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *, only: Sequence[str] | None = None,
-                  workflows: Sequence[str] | None = None, skip: Collection[str] = ()) -> list[RunRecord]:
+                  workflows: Sequence[str] | None = None, skip: Collection[str] = (),
+                  queues: Mapping[str, QueueLimits] | None = None) -> list[RunRecord]:
         """Dequeue up to ``limit`` runs due at ``now_ms`` (:meth:`due_runs`' rule, in its order) for ``holder``:
         each is claimed until ``now_ms + ttl_ms`` under a new fencing token and set ``running`` (a scheduled run
         starts, a due park is lifted: ``parked`` and ``due_at`` cleared). Returns the record of each, as written.
@@ -141,24 +143,54 @@ class Store(abc.ABC):
         — none waits for another. Filters: ``only`` these runs (a wake-up names its run); runs of ``workflows``
         or of no recorded workflow; never the runs in ``skip`` (ones this process cannot read).
 
+        Queued runs (issue 16, :mod:`telo.journal.queues`): a run with a ``queue`` is granted only when
+        ``queues`` names its queue, and only while the queue's limits leave room, counted inside the granting
+        transaction (or lock); a caller that knows no queue's limits never starts a queued run. The unqueued
+        due runs are granted first, then each queue's in name order, each from its own candidates, so a queue
+        at its limit keeps nothing else from being claimed.
+
         This generic form lists due runs and claims and starts them one by one (the memory and file journals).
         """
         granted: list[RunRecord] = []
         wanted = None if workflows is None else set(workflows)
+        due: list[RunRecord] = []
         for run in self.due_runs(now_ms, _SCAN_ALL):
-            if len(granted) >= limit:
-                break
             if run in skip or (only is not None and run not in only):
                 continue
-            if wanted is not None:
-                record = self.read_run(run)
-                if record is None or (record.workflow is not None and record.workflow not in wanted):
-                    continue
+            record = self.read_run(run)
+            if record is None or (wanted is not None and record.workflow is not None
+                                  and record.workflow not in wanted):
+                continue
+            due.append(record)
+
+        def start(run: str) -> None:
             token = self.claim(run, holder, ttl_ms, now_ms)
             if token is not None:
                 granted.append(self.update_run(run, fence=Fence(holder, token), status="running", parked=None,
                                                due_at=None))
+
+        for record in due:
+            if len(granted) >= limit:
+                return granted
+            if record.queue is None:
+                start(record.run)
+        for name, limits in wanted_queues(queues):
+            if len(granted) >= limit:
+                break
+            tally = Tally()
+            for other in self.runs_of_queue(name):
+                claim = other.claim
+                tally.add(other.status, other.queue_key, claim.holder if claim else None,
+                          claim.until if claim else None, now_ms, limits)
+            candidates = [(r.run, r.queue_key, r.status) for r in due if r.queue == name]
+            for run in grant(candidates, tally, limits, limit - len(granted)):
+                start(run)
         return granted
+
+    def runs_of_queue(self, queue: str) -> list[RunRecord]:
+        """The ``running`` and ``parked`` runs of ``queue``: those that may hold its slots (``telo status`` counts
+        them; the generic form reads every run, the SQL stores use their ``queue`` index)."""
+        return [r for r in self.iter_all_runs() if r.queue == queue and r.status in ("running", "parked")]
 
     @abc.abstractmethod
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:
@@ -322,7 +354,8 @@ class GroupCommitStore(Protocol):
 
     def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
                         only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
-                        skip: Collection[str] = ()) -> asyncio.Future[list[RunRecord]]:
+                        skip: Collection[str] = (),
+                        queues: Mapping[str, QueueLimits] | None = None) -> asyncio.Future[list[RunRecord]]:
         """:meth:`Store.claim_due`."""
         ...
 

@@ -11,6 +11,7 @@ from telo.durable.waits import deliver
 from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal, compile_time
+from telo.kinds.queued import queue_fields
 from telo.kinds.workflow import Workflow, default_run_id
 from telo.runtime.contracts import SchemaValidator, schema_of
 from telo.runtime.resource import Resource
@@ -177,7 +178,8 @@ class Schedule(_Addressing):
         if isinstance(workflow, Workflow) and isinstance(run_inputs, dict):
             run_inputs = workflow.checked_inputs(run_inputs)  # its inputType, before anything is admitted
         result = await asyncio.to_thread(self._journal().store.admit, Admission.of(
-            run, status="scheduled", due_at=due, inputs=run_inputs, workflow=workflow.name))
+            run, status="scheduled", due_at=due, inputs=run_inputs, workflow=workflow.name,
+            **queue_fields(workflow.queue if isinstance(workflow, Workflow) else None, run_inputs)))
         if not result.admitted:
             return {"runId": run, "scheduled": False, "status": result.record.status}
         return {"runId": run, "scheduled": True, "dueAt": due}

@@ -14,13 +14,26 @@ from telo.clock import SYSTEM_CLOCK, Clock
 from telo.runtime.app import Application
 from telo.runtime.resource import Controller
 
-from . import addressing, assertions, console, durable_kinds, journals, python, resumer, run, sql, timer, workflow
+from . import (
+    addressing,
+    assertions,
+    console,
+    durable_kinds,
+    journals,
+    python,
+    queue,
+    resumer,
+    run,
+    sql,
+    timer,
+    workflow,
+)
 
 _CLASSES: tuple[Any, ...] = (
     run.Sequence, run.Value, run.Iteration, run.Projection, run.Loop, run.ChoiceKind, run.Detach,
     console.WriteLine, timer.Delay, python.PythonFunction, assertions.Equals, assertions.Events,
     durable_kinds.Idempotent, durable_kinds.Sleep, durable_kinds.Await, durable_kinds.Value,
-    workflow.Workflow, resumer.Resumer,
+    workflow.Workflow, queue.Queue, resumer.Resumer,
     addressing.Deliver, addressing.Status, addressing.Result, addressing.Cancel, addressing.Schedule,
     addressing.Resume,
     journals.SqliteJournal, journals.FileJournal, journals.PostgresJournal,

@@ -34,6 +34,8 @@ from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.runtime.resource import Resource
 
+from .queue import Queue
+from .queued import queue_limits, slot_done
 from .workflow import UNREADABLE, Workflow
 
 if TYPE_CHECKING:
@@ -132,9 +134,11 @@ class Resumer(Resource):
             self._saturated = self._saturated or free <= 0
             return []
         store = wf.store
+        queue = wf.queue  # its runs are granted only as the queue's limits allow (issue 16)
         try:
             claimed = await store.claim_due(self.holder, self.app.clock.now_ms(), free, only=only,
-                                            workflows=[wf.name], skip=self.unreadable)
+                                            workflows=[wf.name], skip=self.unreadable,
+                                            queues=None if queue is None else queue_limits(queue))
         except TeloError as exc:
             if not halts(exc):
                 raise
@@ -146,7 +150,10 @@ class Resumer(Resource):
         started = []
         for record, fence in claimed:
             self.slots.busy += 1
-            task = asyncio.ensure_future(self._execute(wf, store, record, fence))
+            counted = queue if queue is not None and record.queue is not None else None
+            if counted is not None:
+                counted.executing += 1  # at the grant: workerConcurrency counts it before anything asks again
+            task = asyncio.ensure_future(self._execute(wf, store, record, fence, counted))
             self.active.add(task)
             task.add_done_callback(self._ended)
             self.app.hold(task)
@@ -167,9 +174,12 @@ class Resumer(Resource):
                 raise outcome
         return sum(results)  # type: ignore[arg-type]
 
-    async def _execute(self, wf: Workflow, store: AsyncStore, record: RunRecord, fence: Fence) -> int:
+    async def _execute(self, wf: Workflow, store: AsyncStore, record: RunRecord, fence: Fence,
+                       counted: Queue | None = None) -> int:
         """Continue one claimed run: 1 if it was continued, 0 if skipped (also when the journal failed on the
-        way: a later sweep tries again, and the claim lapses if it could not be released)."""
+        way: a later sweep tries again, and the claim lapses if it could not be released). ``counted``: the
+        queue whose slot in this process the run took, given back when it rests — and since the queue has room
+        again, the next claim is made at once rather than at the next sweep."""
         run = record.run
         try:
             return await self._continue_claimed(wf, store, record, fence)
@@ -181,6 +191,11 @@ class Resumer(Resource):
             with contextlib.suppress(TeloError):
                 await store.release(run, fence)
             return 0
+        finally:
+            if counted is not None:
+                slot_done(counted)
+                self._refill = True
+                self._wake.set()
 
     async def _continue_claimed(self, wf: Workflow, store: AsyncStore, record: RunRecord, fence: Fence) -> int:
         """``record``: as the claim wrote it (claimed, started), so nothing is read before the execution."""

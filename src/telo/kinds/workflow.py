@@ -32,7 +32,10 @@ from telo.engine.steps import compile_steps
 from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission, RunRecord
+from telo.journal.rules import claim_is_live
 from telo.kinds.journals import Journal
+from telo.kinds.queue import Queue
+from telo.kinds.queued import claim_queued, queued_admission, slot_done, wait_for_slot
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, RunOutcome
 from telo.values.equality import equal
@@ -90,6 +93,7 @@ class Workflow(Resource):
         # Runs whose body this process executes right now (execute): a resubmission attaches to them.
         # Re-claiming one would be granted (the same holder) and fence out the live execution mid-effect.
         self.active: set[str] = set()
+        self.waiting: set[str] = set()  # queued runs this process waits to be granted a slot for (queued.py)
         self._async_store: AsyncStore | None = None
         # inputType: checked at the dispatch chokepoint before ``invoke`` admits anything (issue 15)
         self.contract = contract_for(app, {"inputType": config.get("inputType")})
@@ -109,6 +113,17 @@ class Workflow(Resource):
         )
         self.run_id_ev = c.value(self.config["runId"], where=f"{where}.runId") if "runId" in self.config else None
         self.on_conflict = str(self.config.get("onConflict", "attach"))
+        if self.queue is not None:
+            self.queue.check_journal(self.journal, f"{where}.queue", self.name)
+
+    @property
+    def queue(self) -> Queue | None:
+        """The ``DurableLocal.Queue`` its runs wait in (issue 16), if any."""
+        if self.config.get("queue") is None:
+            return None
+        resource = self.app.resource_for(self.config["queue"])
+        assert isinstance(resource, Queue), "the schema requires a queue reference"
+        return resource
 
     def policy_of_target(self, target: Mapping[str, str] | None) -> EffectPolicy:
         """The unconfirmed-effect policy of a step's target: the resource's own, else redrive (built-in kinds
@@ -177,7 +192,10 @@ class Workflow(Resource):
                                  manifest_digest=digest.value if digest else None,
                                  digest_scope=digest.scope if digest else None)
         clock = self.app.clock
-        if self.run_id_ev is None and current().handle is None and store.admits_queued:
+        queue = self.queue
+        if queue is not None:  # admitted scheduled, granted only while the queue has room (telo.kinds.queued)
+            admission = queued_admission(queue, admission, inputs, clock.now_ms())
+        elif self.run_id_ev is None and current().handle is None and store.admits_queued:
             # A new id (a fresh uuid): nothing to attach to. The admission, with the claim, is queued for the
             # group commit, and the body starts meanwhile: every write of it queues behind it, and it waits for
             # its writes before any effect that must not be repeated blindly — so nothing such runs before
@@ -198,6 +216,9 @@ class Workflow(Resource):
             faults.point("after-admit")
             return {"runId": run, "started": True, "status": "running"}
         admitted = await store.admit(admission)
+        if admitted.admitted and queue is not None:  # never claimed at admission: it waits for a slot
+            wait_for_slot(self, queue, run, inputs, chain)
+            return {"runId": run, "started": True, "status": "scheduled"}
         if not admitted.admitted:
             record = admitted.record
             if self.on_conflict != "reject":
@@ -221,17 +242,22 @@ class Workflow(Resource):
             if record.status in ("cancelled", "scheduled") or run in self.active:
                 if record.status == "cancelled":
                     self.app.run_rested(RunOutcome(run, "cancelled"))
+                elif queue is not None and record.status == "scheduled" and record.queue is not None:
+                    wait_for_slot(self, queue, run, inputs, chain)  # (its starter may be gone: wait here too)
                 return {"runId": run, "attached": True, "status": record.status}
             if record.status == "parked" and record.parked is not None and record.parked.token is not None:
                 # waiting for a delivery: nothing to continue until it lands (a claim would find it parked)
                 self.app.run_rested(RunOutcome(run, "parked", parked=record.parked.to_json()))
-            fence = await store.claim(run, self.holder, clock.now_ms())
+            fence = await self.claim_run(run, self.holder)
+            if fence is None and queue is not None and not claim_is_live(record.claim, clock.now_ms()):
+                wait_for_slot(self, queue, run, inputs, chain)  # free, but its queue is full: wait for a slot
+                return {"runId": run, "attached": True, "status": record.status}
             if fence is None:
                 self._attached_elsewhere(run, record)
                 return {"runId": run, "attached": True, "status": record.status}
             # Resume by resubmission (reference §6): the claim was free, so this call continues the run and
             # answers like a start.
-            self.app.hold(self.run_to_rest(run, inputs, fence, chain=chain))
+            self.app.hold(self.run_to_rest(run, inputs, fence, chain=chain, queued=queue))
             return {"runId": run, "started": True, "status": "running"}
         fence = await store.claim(run, self.holder, clock.now_ms())
         if fence is None:
@@ -239,6 +265,13 @@ class Workflow(Resource):
         faults.point("after-admit")
         self.app.hold(self.run_to_rest(run, inputs, fence, chain=chain))
         return {"runId": run, "started": True, "status": "running"}
+
+    async def claim_run(self, run: str, holder: str) -> Fence | None:
+        """Claim ``run`` to continue it here: through its queue's grant for a queued workflow (issue 16)."""
+        queue = self.queue
+        if queue is None:
+            return await self.store.claim(run, holder, self.app.clock.now_ms())
+        return await claim_queued(self, queue, run, holder)
 
     def _attached_elsewhere(self, run: str, record: RunRecord) -> None:
         """A resubmission found the run claimed by another execution: say which, for ``telo run``."""
@@ -249,14 +282,15 @@ class Workflow(Resource):
         self.app.run_rested(RunOutcome(run, "elsewhere", holder=holder))
 
     async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
-                          chain: tuple[str, ...] | None = None) -> Execution:
+                          chain: tuple[str, ...] | None = None, queued: Queue | None = None) -> Execution:
         """Execute, and while the run parks on TIME only (a durable sleep, a long retry backoff), wait in this
         process and continue it — so ``telo run`` behaves like a script; ``kill -9`` during the wait loses
         nothing, since the park is journaled and a worker or a rerun continues it. A run waiting for a
         delivery leaves the process free to exit.
 
         ``chain``: the workflows of the runs that led to this one, itself last (:meth:`nested_chain`; default:
-        a chain of its own). Set for this task only: the body runs in a task of its own (App.hold)."""
+        a chain of its own). Set for this task only: the body runs in a task of its own (App.hold). ``queued``:
+        the run's queue, whose slot this process counts until each execution rests (telo.kinds.queued)."""
         _CHAIN.set(chain if chain is not None else (self.name,))
         store = self.store
         while True:
@@ -266,6 +300,8 @@ class Workflow(Resource):
             except Exception:
                 log.exception("durable.run.crashed", extra={"durable.run": run})
                 raise
+            finally:
+                slot_done(queued)
             self.app.run_rested(_outcome(execution))
             if execution.status != "parked":
                 return execution
@@ -287,7 +323,7 @@ class Workflow(Resource):
                 if not await self._wait_parked(run, record.due_at):
                     return execution  # cancelled or settled while it waited (or the journal failed)
             try:
-                again = await store.claim(run, fence.holder, self.app.clock.now_ms())
+                again = await self.claim_run(run, fence.holder)
             except TeloError as exc:
                 if not halts(exc):
                     raise

@@ -21,6 +21,7 @@ from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint, Event
 from telo.journal.lineage import Origin
 from telo.journal.model import STATUSES, RunFilter, RunPage, RunRecord
+from telo.journal.rules import claim_is_live
 from telo.journal.store import Store
 
 POLL_S = 0.1  # how often a wait for a run to settle reads its record again
@@ -39,6 +40,8 @@ class RunView:
     entries: int | None = None
     log_error: TeloError | None = None
     origin: Origin | None = None
+    # issue 16: for a queued run still waiting, what holds its queue's slots now (queue_view)
+    queue: dict[str, object] | None = None
 
     @property
     def run(self) -> str:
@@ -61,7 +64,29 @@ def status(store: Store, run: str, *, lenient: bool = False) -> RunView:
             raise
         return RunView(record, log_error=exc)
     return RunView(state.record or record, unconfirmed_effects(state), state.epoch, len(state.entries),
-                   origin=state.origin)
+                   origin=state.origin, queue=queue_view(store, state.record or record))
+
+
+def queue_view(store: Store, record: RunRecord) -> dict[str, object] | None:
+    """A queued run's queue and key and, while it waits (``scheduled``), why: how many of the queue's runs hold
+    a slot now — ``running`` under a live claim, the rule the journal grants by (telo.journal.queues) — and how
+    many of them share its key, and how many are parked (they hold a slot if the queue says
+    ``holdSlotWhileParked``, which the journal does not record)."""
+    if record.queue is None:
+        return None
+    out: dict[str, object] = {"name": record.queue}
+    if record.queue_key is not None:
+        out["key"] = record.queue_key
+    if record.status != "scheduled":
+        return out
+    now = SYSTEM_CLOCK.now_ms()
+    others = store.runs_of_queue(record.queue)
+    running = [r for r in others if r.status == "running" and claim_is_live(r.claim, now)]
+    out["running"] = len(running)
+    if record.queue_key is not None:
+        out["runningWithKey"] = sum(1 for r in running if r.queue_key == record.queue_key)
+    out["parked"] = sum(1 for r in others if r.status == "parked")
+    return out
 
 
 def read_record(store: Store, run: str) -> RunRecord:

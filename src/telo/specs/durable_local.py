@@ -51,6 +51,10 @@ WORKFLOW = KindSpec(
                                           "`inputs: !cel \"inputs\"` to hand the body the call's."),
             # deferred: a redriven step's entries commit behind the body (docs/guarantees.md); eager: each
             # append is durable before the body goes on
+            "queue": ref("DurableLocal.Queue",
+                         description="The `Queue` its runs wait in (issue 16): a start admits the run `scheduled` "
+                                     "and it executes only when the queue's limits leave room, in whichever "
+                                     "process is granted it. The queue's journal must be this workflow's."),
             "durability": {"enum": ["deferred", "eager"], "default": "deferred",
                            "description": "`deferred`: entries of re-runnable steps commit behind the body (a crash "
                                           "may re-run a few finished idempotent steps, with their keys); `eager`: "
@@ -82,6 +86,53 @@ steps:
     inputs: { order: !cel "inputs.order" }
     retry: { attempts: 3, initialDelay: 200ms }
     timeout: 5s
+""",
+)
+
+QUEUE = KindSpec(
+    M, "Queue",
+    config(
+        {
+            "journal": ref(JOURNAL_REF, description="The journal whose runs it limits: the journal of every "
+                                                     "workflow naming it (SQLite, PostgreSQL or memory; the file "
+                                                     "journal is refused, ERR_JOURNAL_CONFIG_INVALID)."),
+            "concurrency": compile_time(type="integer", minimum=1,
+                                        description="Runs of the queue executing at once, across every process "
+                                                    "sharing the journal (absent: no global limit)."),
+            "workerConcurrency": compile_time(type="integer", minimum=1,
+                                              description="Runs of the queue one process executes at once."),
+            "concurrencyKey": {
+                "type": "object",
+                "properties": {
+                    "key": runtime(type=["string", "integer", "boolean"],
+                                   description="CEL over the run's `inputs`, evaluated once at admission and "
+                                               "recorded with the run (replay never re-evaluates it)."),
+                    "limit": {"type": "integer", "minimum": 1,
+                              "description": "At most this many runs per key value execute at once."},
+                },
+                "required": ["key", "limit"],
+                "additionalProperties": False,
+                "description": "A per-key limit: at most `limit` runs with one value of `key` execute at once "
+                               "(per tenant, per account).",
+            },
+            "holdSlotWhileParked": {"type": "boolean", "default": False,
+                                    "description": "A parked or sleeping run keeps its slot (`true`) or gives it "
+                                                   "back until it continues (`false`, the default: a run waiting "
+                                                   "a day for an approval holds none)."},
+        },
+        ("journal",),
+    ),
+    "provider",
+    description="Admission control for the workflows that name it (`queue: !ref …`): their runs start only while "
+                "the limits leave room, enforced by the journal inside the transaction that grants runs to "
+                "workers, across every telo process sharing it (docs/guarantees.md).",
+    example="""\
+kind: DurableLocal.Queue
+metadata: { name: payments }
+journal: !ref runs
+concurrency: 10
+workerConcurrency: 4
+concurrencyKey: { key: !cel "inputs.tenant", limit: 2 }
 """,
 )
 
@@ -231,5 +282,5 @@ run: !cel "'order:' + inputs.order"
 )
 
 DURABLE_LOCAL: ModuleSpec = module(
-    "durable-local", M, WORKFLOW, RESUMER, DELIVER, STATUS, RESULT, CANCEL, SCHEDULE, RESUME, JOURNAL
+    "durable-local", M, WORKFLOW, QUEUE, RESUMER, DELIVER, STATUS, RESULT, CANCEL, SCHEDULE, RESUME, JOURNAL
 )

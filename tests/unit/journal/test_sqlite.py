@@ -96,7 +96,7 @@ def test_schema_mirrors_the_postgres_tables(store: SqliteStore, path: str) -> No
     assert entries == [("run", 1), ("path", 2), ("seq", 0), ("entry_kind", 0), ("decision", 0), ("target", 0),
                        ("value", 0), ("codec_version", 0), ("checksum", 0), ("written_at", 0)]
     assert indexes == {"telo_durable_runs_entries_seq_idx", "telo_durable_runs_parked_token_idx",
-                       "telo_durable_runs_due_idx", "telo_durable_runs_created_idx"}
+                       "telo_durable_runs_due_idx", "telo_durable_runs_created_idx", "telo_durable_runs_queue_idx"}
     assert version == SCHEMA_VERSION
 
 
@@ -139,9 +139,34 @@ def test_a_version_3_journal_gains_entry_times_and_keeps_its_rows(path: str) -> 
         assert [(e.path, e.at) for e in store.read_entries("r1")] == [("steps/old", None), ("steps/new", 5_000)]
         assert new.at == 5_000
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT path, written_at FROM telo_durable_entries ORDER BY seq").fetchall() == [
         ("steps/old", None), ("steps/new", 5_000)]
+    conn.close()
+
+
+def test_a_version_4_journal_gains_queue_columns_and_keeps_its_runs(path: str) -> None:
+    """Schema version 5 added the runs' ``queue`` and ``queue_key`` and their index (issue 16): a file of
+    version 4 upgrades in place the first time this telo opens it; its runs read as of no queue, and a queued
+    admission then records both."""
+    with SqliteStore(path) as store:
+        _admit(store, "old")
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX telo_durable_runs_queue_idx")
+    conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN queue_key")
+    conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN queue")  # the version 4 table
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    with SqliteStore(path) as store:
+        old = store.read_run("old")
+        assert old is not None and (old.queue, old.queue_key) == (None, None)
+        assert store.admit(Admission.of("new", status="scheduled", due_at=0, queue="q", queue_key="k")).admitted
+        new = store.read_run("new")
+        assert new is not None and (new.queue, new.queue_key) == ("q", "k")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'telo_durable_runs_queue_idx'").fetchone()[0]
     conn.close()
 
 

@@ -1,0 +1,134 @@
+"""Queued runs granted on the PostgreSQL journal (issue 16; :mod:`telo.journal.queues` has the rule;
+docs/proposals/admission-control.md).
+
+Two workers must not spend one queue's budget: both could count two free slots and grant two runs each. So each
+queue is granted in a transaction of its own, on a pooled connection, that first takes
+``pg_advisory_xact_lock`` of the queue (a hash of the table and the queue's name): the claimers of one queue
+serialise for the few statements of a grant — counted after the lock, under READ COMMITTED each statement sees
+what the previous holder of the lock committed — while claimers of other queues, and every unqueued claim, do
+not wait. Candidates are picked ``FOR UPDATE SKIP LOCKED`` as the unqueued path picks its runs, so a row another
+write holds is passed over, never waited for. The unqueued path (``postgres_ops.claim_due``: one statement in
+the group commit, issue 14) is untouched; a claim with queues costs, per queue, one transaction of five
+statements: the lock, the count, the dead local holders, the candidates, the grant.
+
+A transaction per queue, and one lock per transaction, is also what keeps two claimers from deadlocking on
+each other's queue locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from telo.journal.claims import holder_is_dead, this_host
+from telo.journal.model import RunRecord
+from telo.journal.postgres_rows import RUN_COLS, record_from_row
+from telo.journal.postgres_sql import DUE_WHERE, FILTERS, PgSql
+from telo.journal.queues import QueueLimits, Tally, grant, wanted_queues
+
+Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
+_MAX_READS = 64  # as telo.journal.sqlite_queues: each read grants a run or marks a key full
+
+
+@dataclass(frozen=True, slots=True)
+class _Statements:
+    table: str  # the runs table, quoted: the advisory lock's key is the table's and the queue's name
+    lock: str
+    holding: str
+    candidates: str
+    grant: str
+
+
+_CACHE: dict[str, _Statements] = {}
+
+
+def _statements(q: PgSql) -> _Statements:
+    key = q.select_run
+    found = _CACHE.get(key)
+    if found is None:
+        def fmt(text: str) -> str:
+            return sql.SQL(text).format(**q.parts).as_string(None)
+
+        found = _CACHE[key] = _Statements(
+            table=fmt("{runs}"),
+            lock="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            holding=fmt("SELECT status, queue_key, claim_holder, claim_until FROM {runs} WHERE queue = %(q)s AND "
+                        "((status = 'running' AND claim_holder IS NOT NULL AND claim_until > %(now)s) "
+                        "OR (status = 'parked' AND %(hold)s))"),
+            candidates=fmt(
+                "SELECT r.run, r.queue_key, r.status FROM {runs} r WHERE r.queue = %(q)s AND " + DUE_WHERE + FILTERS
+                + " AND NOT (r.run = ANY(%(seen)b::text[])) AND ((r.queue_key IS NULL AND NOT %(null_full)s) "
+                "OR NOT (r.queue_key = ANY(%(full)b::text[]))) AND (NOT %(parked_only)s OR r.status = 'parked') "
+                'ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(n)s FOR UPDATE OF r SKIP LOCKED'),
+            grant=fmt("UPDATE {runs} r SET claim_holder = %(h)s, claim_until = %(until)s, "
+                      "claim_fence = COALESCE(r.claim_fence, 0) + 1, status = 'running', parked_path = NULL, "
+                      "parked_resource = NULL, parked_token = NULL, parked_reason = NULL, due_at = NULL, "
+                      "updated_at = %(now)s WHERE r.run = ANY(%(runs)b::text[]) RETURNING "
+                      + ", ".join(f"r.{c}" for c in RUN_COLS)),
+        )
+    return found
+
+
+def claim_queued(connect: Connect, q: PgSql, holder: str, ttl_ms: int, now_ms: int, wanted: int, *,
+                 only: Sequence[str] | None, workflows: Sequence[str] | None, skip: Collection[str],
+                 queues: Mapping[str, QueueLimits]) -> list[RunRecord]:
+    """Grant ``holder`` up to ``wanted`` queued due runs of ``queues`` (name order), each queue in its own
+    transaction under its advisory lock; the records as granted, per queue in due order."""
+    st = _statements(q)
+    out: list[RunRecord] = []
+    for name, limits in wanted_queues(queues):
+        if len(out) >= wanted:
+            break
+        with connect() as conn, conn.transaction():
+            out += _grant_queue(conn, st, q, name, limits, holder, ttl_ms, now_ms, wanted - len(out),
+                                {"workflows": None if workflows is None else list(workflows),
+                                 "only": None if only is None else list(only), "skip": list(skip)})
+    return out
+
+
+def _grant_queue(conn: psycopg.Connection[Any], st: _Statements, q: PgSql, name: str, limits: QueueLimits,
+                 holder: str, ttl_ms: int, now_ms: int, wanted: int, filters: dict[str, Any]) -> list[RunRecord]:
+    conn.execute(st.lock, (f"{st.table}:{name}",))
+    tally = Tally()
+    for status, key, claim_holder, until in conn.execute(st.holding, {"q": name, "now": now_ms,
+                                                                      "hold": limits.hold_parked}):
+        tally.add(status, key, claim_holder, until, now_ms, limits)
+    # dead local holders' live-by-time claims of due runs are taken over, as by the unqueued path
+    dead = [h for h in _local_holders(conn, q, now_ms) if holder_is_dead(h)]
+    chosen: list[str] = []
+    seen: list[str] = []
+    for _ in range(_MAX_READS):
+        left = wanted - len(chosen)
+        room = tally.room(limits, left)
+        parked_only = room <= 0 and limits.hold_parked  # (a parked run holding its slot needs no room)
+        n = min(left, limits.worker_free if limits.worker_free is not None else left) if parked_only else room
+        if n <= 0:
+            break
+        full = tally.full_keys(limits)
+        rows = conn.execute(st.candidates, {**filters, "q": name, "now": now_ms, "dead": dead, "seen": seen,
+                                            "null_full": None in full, "full": [k for k in full if k is not None],
+                                            "parked_only": parked_only, "n": n}).fetchall()
+        got = grant(((run, key, status) for run, key, status in rows), tally, limits, left)
+        chosen += got
+        seen += [row[0] for row in rows]
+        if limits.worker_free is not None:
+            limits = replace(limits, worker_free=limits.worker_free - len(got))
+        if len(rows) < n:
+            break
+    if not chosen:
+        return []
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(st.grant, {"h": holder, "until": now_ms + ttl_ms, "now": now_ms, "runs": chosen}).fetchall()
+    records = {record.run: record for record in map(record_from_row, rows)}
+    return [records[run] for run in chosen if run in records]
+
+
+def _local_holders(conn: psycopg.Connection[Any], q: PgSql, now_ms: int) -> list[str]:
+    rows = conn.execute(q.dead_holder_candidates, (now_ms, f"@{this_host()}:")).fetchall()
+    return [str(r[0]) for r in rows]

@@ -1,0 +1,113 @@
+"""Admission control in the journal (issue 16; docs/proposals/admission-control.md): which queued runs a claim
+may grant, decided once here and applied by every store inside the transaction that grants its claims.
+
+A queued run (``RunRecord.queue`` set) is a ``scheduled`` run admitted without a claim; it starts only through
+:meth:`telo.journal.store.Store.claim_due`, which grants it while its queue has room. A run **holds a slot** of
+its queue while it is ``running`` under a live claim — a lapsed claim, or one of a holder that died on this
+host, holds nothing, the predicate due runs are judged by (:func:`telo.journal.rules.claim_is_live`) — and, when
+the queue says ``holdSlotWhileParked``, while it is ``parked``. The budget of a queue is then ``concurrency``
+minus what holds its slots, per ``queue_key`` ``concurrencyKey.limit`` minus what holds that key's, and, per
+process, the caller's free ``workerConcurrency``.
+
+The stores differ only in how they count and lock: SQLite counts inside the writer's ``BEGIN IMMEDIATE``, which
+serialises every claim; PostgreSQL takes ``pg_advisory_xact_lock`` of the queue in the granting transaction
+(:mod:`telo.journal.postgres_queues`); memory and the generic form hold the store's lock. The grant rule below
+is the one all of them apply to what they counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from telo.journal.claims import holder_is_dead
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """A queue's limits as a claimer passes them to ``Store.claim_due`` (``queues={name: limits}``).
+
+    ``concurrency``: runs holding a slot at once across every process on the journal (None: no global limit);
+    ``key_limit``: at most this many per ``queue_key`` (None: no per-key limit); ``worker_free``: how many more
+    runs of the queue the calling process may execute now (its ``workerConcurrency`` minus what it executes;
+    None: no per-process limit); ``hold_parked``: parked runs keep their slot (``holdSlotWhileParked``)."""
+
+    concurrency: int | None = None
+    key_limit: int | None = None
+    worker_free: int | None = None
+    hold_parked: bool = False
+
+
+@dataclass(slots=True)
+class Tally:
+    """What holds a queue's slots right now: the total, per key, and the holders seen dead (whose runs are due
+    and hold nothing)."""
+
+    held: int = 0
+    keys: Counter[str | None] = field(default_factory=Counter)
+    dead: list[str] = field(default_factory=list)
+
+    def add(self, status: str, key: str | None, holder: str | None, until: int | None, now_ms: int,
+            limits: QueueLimits) -> None:
+        """Count one run of the queue (``status``, ``queue_key``, its claim) if it holds a slot."""
+        if status == "parked":
+            holds = limits.hold_parked
+        elif status == "running":
+            holds = holder is not None and until is not None and until > now_ms
+            if holds and holder_is_dead(holder):
+                assert holder is not None
+                self.dead.append(holder)
+                holds = False
+        else:
+            holds = False
+        if holds:
+            self.held += 1
+            self.keys[key] += 1
+
+    def room(self, limits: QueueLimits, wanted: int) -> int:
+        """How many more runs of the queue may be granted now, at most ``wanted``."""
+        room = wanted
+        if limits.concurrency is not None:
+            room = min(room, limits.concurrency - self.held)
+        if limits.worker_free is not None:
+            room = min(room, limits.worker_free)
+        return max(room, 0)
+
+    def full_keys(self, limits: QueueLimits) -> list[str | None]:
+        """The key values at their limit (their candidates are not even read)."""
+        if limits.key_limit is None:
+            return []
+        return [k for k, n in self.keys.items() if n >= limits.key_limit]
+
+
+def grant(candidates: Iterable[tuple[str, str | None, str]], tally: Tally, limits: QueueLimits,
+          wanted: int) -> list[str]:
+    """The runs of ``candidates`` — due runs of one queue as ``(run, queue_key, status)``, in due order — granted
+    under ``limits`` given ``tally``, at most ``wanted``; ``tally`` counts them as it grants.
+
+    A parked run of a queue that holds slots while parked already holds its slot: it is granted without spending
+    the queue's budget (only the per-process one). Every other grant needs room in the queue, in its key and in
+    the process."""
+    granted: list[str] = []
+    spent_here = 0
+    for run, key, status in candidates:
+        if len(granted) >= wanted:
+            break
+        if limits.worker_free is not None and spent_here >= limits.worker_free:
+            break
+        if not (limits.hold_parked and status == "parked"):
+            if limits.concurrency is not None and tally.held >= limits.concurrency:
+                continue
+            if limits.key_limit is not None and tally.keys[key] >= limits.key_limit:
+                continue
+            tally.held += 1
+            tally.keys[key] += 1
+        granted.append(run)
+        spent_here += 1
+    return granted
+
+
+def wanted_queues(queues: Mapping[str, QueueLimits] | None) -> list[tuple[str, QueueLimits]]:
+    """The queues a claim grants runs of, in name order (PostgreSQL locks them in that order)."""
+    return sorted((queues or {}).items())

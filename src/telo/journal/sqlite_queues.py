@@ -1,0 +1,78 @@
+"""Queued runs granted on the SQLite journal (issue 16; :mod:`telo.journal.queues` has the rule).
+
+Runs inside the writer's ``BEGIN IMMEDIATE`` that :func:`telo.journal.sqlite_claims.claim_due` grants in, after
+the unqueued due runs: no other process's writer can interleave, so what is counted holding a queue's slots is
+what holds them when the grant commits. Per queue, the runs holding slots are counted (the partial
+``queue`` index), then due candidates are read in due order, only as many as the queue has room for and never
+of a key at its limit — a queue full of blocked runs costs one small read, and keeps no other run waiting.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import cache
+from typing import Any
+
+from telo.journal.queues import QueueLimits, Tally, grant, wanted_queues
+
+# How many candidate reads one queue may take in a claim: each grants a run or marks a key full, so a queue
+# needs at most ~2 × its room; the cap only bounds a pathological sweep.
+_MAX_READS = 64
+
+
+@cache
+def _statements(runs: str, due_where: str, filters: str) -> tuple[str, str]:
+    holding = (f"SELECT status, queue_key, claim_holder, claim_until FROM {runs} WHERE queue = :q AND "
+               "((status = 'running' AND claim_holder IS NOT NULL AND claim_until > :now) "
+               "OR (status = 'parked' AND :hold))")
+    candidates = (f"SELECT r.run, r.queue_key, r.status FROM {runs} r WHERE r.queue = :q AND {due_where}{filters} "
+                  "AND (r.claim_holder IS NULL OR r.claim_until IS NULL OR r.claim_until <= :now "
+                  "OR r.claim_holder IN (SELECT value FROM json_each(:dead))) "
+                  "AND r.run NOT IN (SELECT value FROM json_each(:seen)) "
+                  "AND ((r.queue_key IS NULL AND NOT :null_full) "
+                  "OR r.queue_key NOT IN (SELECT value FROM json_each(:full))) "
+                  "AND (NOT :parked_only OR r.status = 'parked') "
+                  "ORDER BY r.due_at IS NOT NULL, r.due_at, r.run LIMIT :n")
+    return holding, candidates
+
+
+def granted_runs(conn: sqlite3.Connection, runs: str, due_where: str, filters: str, params: Mapping[str, Any],
+                 queues: Mapping[str, QueueLimits] | None, wanted: int) -> tuple[list[str], list[str]]:
+    """The queued runs to grant (at most ``wanted``, queue by queue in name order) and the dead holders whose
+    live-by-time claims they may take over; ``params``: the caller's filters (``telo.journal.sqlite_claims``)."""
+    holding, candidates = _statements(runs, due_where, filters)
+    chosen: list[str] = []
+    dead: list[str] = []
+    now = params["now"]
+    for name, limits in wanted_queues(queues):
+        if len(chosen) >= wanted:
+            break
+        tally = Tally()
+        for status, key, holder, until in conn.execute(holding, {"q": name, "now": now,
+                                                                  "hold": limits.hold_parked}):
+            tally.add(status, key, holder, until, now, limits)
+        seen: list[str] = []
+        for _ in range(_MAX_READS):
+            left = wanted - len(chosen)
+            room = tally.room(limits, left)
+            parked_only = room <= 0 and limits.hold_parked  # (a parked run holding its slot needs no room)
+            n = min(left, limits.worker_free if limits.worker_free is not None else left) if parked_only else room
+            if n <= 0:
+                break
+            full = tally.full_keys(limits)
+            rows = conn.execute(candidates, {**params, "q": name, "dead": json.dumps(tally.dead), "n": n,
+                                             "seen": json.dumps(seen), "null_full": None in full,
+                                             "full": json.dumps([k for k in full if k is not None]),
+                                             "parked_only": parked_only}).fetchall()
+            got = grant(((run, key, status) for run, key, status in rows), tally, limits, left)
+            chosen += got
+            seen += [row[0] for row in rows]
+            if limits.worker_free is not None:
+                limits = replace(limits, worker_free=limits.worker_free - len(got))
+            if len(rows) < n:
+                break
+        dead += tally.dead
+    return chosen, dead

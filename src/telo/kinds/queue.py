@@ -1,0 +1,100 @@
+"""``DurableLocal.Queue``: admission control for the workflows that name it (issue 16;
+docs/proposals/admission-control.md, the slice built: concurrency, workerConcurrency, concurrencyKey,
+holdSlotWhileParked).
+
+A queue is a resource, not workflow fields, because its limits are shared: "ten payment runs at once" spans
+every workflow naming it. The limits are enforced by the journal, in the transaction that grants runs
+(:mod:`telo.journal.queues`); this resource only says what they are, evaluates a run's concurrency key once at
+admission, and counts what this process executes (``workerConcurrency`` is per process, so only the process can
+count it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from telo.errors import Code, TeloError
+from telo.journal.queues import QueueLimits
+from telo.kinds.journals import Journal, compile_time
+from telo.runtime.resource import Resource
+
+if TYPE_CHECKING:
+    from telo.runtime.resource import Host
+
+
+class Queue(Resource):
+    kind = "DurableLocal.Queue"
+
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
+        super().__init__(app, name, config, module)
+        self.executing = 0  # runs of this queue executing in this process (workerConcurrency counts them)
+
+    async def init(self) -> None:
+        where = f"{self.kind} {self.name!r}"
+        self.concurrency = self._limit("concurrency", where)
+        self.worker_concurrency = self._limit("workerConcurrency", where)
+        keyed = self.config.get("concurrencyKey")
+        self.key_ev = None if keyed is None else self.app.compiler.value(keyed["key"],
+                                                                         where=f"{where}.concurrencyKey.key")
+        self.key_limit = None if keyed is None else int(keyed["limit"])
+        self.hold_parked = bool(self.config.get("holdSlotWhileParked", False))
+        refuse_file_journal(self.journal, f"{where} is on", self.name)
+
+    def _limit(self, field: str, where: str) -> int | None:
+        raw = self.config.get(field)
+        if raw is None:
+            return None
+        value = compile_time(self.app, raw, f"{where}.{field}")
+        if type(value) is not int or value < 1:
+            raise TeloError(Code.MANIFEST_VALIDATION_FAILED, f"{where}.{field} must be an integer ≥ 1, got {value!r}",
+                            hint=f"write e.g. {field}: 3", data={"queue": self.name, "field": field})
+        return value
+
+    @property
+    def journal(self) -> Journal:
+        resource = self.app.resource_for(self.config["journal"])
+        assert isinstance(resource, Journal), "the schema requires a journal reference"
+        return resource
+
+    def check_journal(self, journal: Journal, where: str, workflow: str) -> None:
+        """A workflow naming this queue must be on its journal: a queue counts the runs of one journal."""
+        if self.journal is not journal and self.journal.store is not journal.store:
+            raise TeloError(Code.MANIFEST_VALIDATION_FAILED,
+                            f"{where} names the queue {self.name!r} of journal {self.journal.name!r}, but the "
+                            f"workflow's journal is {journal.name!r}",
+                            hint="a queue counts the runs of one journal: give the queue the workflow's journal",
+                            data={"workflow": workflow, "queue": self.name})
+
+    def limits(self) -> QueueLimits:
+        """The limits a claim of this process passes to the journal now (its free ``workerConcurrency``)."""
+        free = None if self.worker_concurrency is None else max(self.worker_concurrency - self.executing, 0)
+        return QueueLimits(self.concurrency, self.key_limit, free, self.hold_parked)
+
+    def key_of(self, inputs: Any) -> str | None:
+        """The run's concurrency key, evaluated once at admission and recorded (never re-evaluated on replay)."""
+        if self.key_ev is None:
+            return None
+        value = self.key_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str | int):
+            return str(value)
+        raise TeloError(Code.INPUT_INVALID, f"{self.key_ev.where}: a concurrency key must be a string, an "
+                        f"integer or a boolean, got {type(value).__name__} {value!r}",
+                        hint="key the queue on a scalar of the inputs, e.g. !cel \"inputs.tenant\"",
+                        data={"queue": self.name})
+
+
+def refuse_file_journal(journal: Journal, what: str, queue: str) -> None:
+    """The file journal keeps one file per run: it cannot count a queue's runs and grant one atomically, so a
+    queue there is refused at load rather than enforced loosely (docs/guarantees.md)."""
+    if journal.store.kind == "file":
+        raise TeloError(
+            Code.JOURNAL_CONFIG_INVALID,
+            f"{what} the file journal {journal.name!r}, which cannot enforce a queue: it keeps one file per run "
+            "and cannot count the runs of a queue and grant one in one atomic step",
+            hint="put the queue's workflows on a SQLite or PostgreSQL journal (DurableJournalSqlite.Journal, "
+                 "DurableJournalPostgres.Journal), or drop the queue",
+            data={"queue": queue, "journal": journal.name},
+        )

@@ -1,0 +1,143 @@
+"""Starting and continuing runs of a workflow that names a ``DurableLocal.Queue`` (issue 16).
+
+A start admits the run ``scheduled``, due at once, with its queue and concurrency key — and does not claim it:
+the journal grants it only while the queue has room (:meth:`telo.journal.store.Store.claim_due`). The starting
+process then waits for a slot the way it waits out a timed park in process (``PARKED_RECHECK_MS``): it asks
+``claim_due(only=[run])`` until the run is granted to it, and executes it; a worker may be granted it first, and
+then the starter stops waiting (``telo run`` reports it running ``elsewhere``). Every other claim of a queued
+run in this process — a resubmission, the continuation after a timed park — goes through the same grant, so no
+path of this process starts a queued run past its limits.
+
+``workerConcurrency`` is per process: a queue counts its runs granted to this process until their execution
+rests (:attr:`telo.kinds.queue.Queue.executing`), counted at the grant, before anything else can ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from telo.durable import shutdown
+from telo.durable.aio import AsyncStore
+from telo.durable.halting import halts
+from telo.errors import TeloError
+from telo.journal.claims import Fence
+from telo.journal.model import Admission
+from telo.journal.queues import QueueLimits
+from telo.journal.rules import claim_is_live
+from telo.runtime.resource import RunOutcome
+
+if TYPE_CHECKING:
+    from telo.kinds.queue import Queue
+    from telo.runtime.resource import Host
+
+# How often a start waiting for a slot asks again: as often as a process waiting out a timed park re-reads its
+# run (telo.kinds.workflow.PARKED_RECHECK_MS). A grant is one claim statement; a freed slot is found within it.
+SLOT_RECHECK_MS = 500
+
+
+class Workflow(Protocol):
+    """What of ``telo.kinds.workflow.Workflow`` starting a queued run uses (that module imports this one)."""
+
+    app: Host
+    holder: str
+    waiting: set[str]
+    active: set[str]
+
+    @property
+    def store(self) -> AsyncStore: ...
+
+    async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
+                          chain: tuple[str, ...] | None = None, queued: Queue | None = None) -> Any: ...
+
+
+def queued_admission(queue: Queue, admission: Admission, inputs: Any, now_ms: int) -> Admission:
+    """The admission of a queued run: ``scheduled``, due now, its queue and key recorded (the key evaluated
+    here, once: replay never re-evaluates it)."""
+    return replace(admission, status="scheduled", due_at=now_ms, queue=queue.name, queue_key=queue.key_of(inputs))
+
+
+def queue_limits(queue: Queue) -> Mapping[str, QueueLimits]:
+    return {queue.name: queue.limits()}
+
+
+async def claim_queued(wf: Workflow, queue: Queue, run: str, holder: str) -> Fence | None:
+    """Claim ``run`` if it is due and its queue has room now (counted at once toward ``workerConcurrency``:
+    the caller gives the slot back with :func:`slot_done` when the execution rests)."""
+    granted = await wf.store.claim_due(holder, wf.app.clock.now_ms(), 1, only=[run], queues=queue_limits(queue))
+    if not granted:
+        return None
+    queue.executing += 1
+    return granted[0][1]
+
+
+def slot_done(queue: Queue | None) -> None:
+    if queue is not None:
+        queue.executing = max(queue.executing - 1, 0)
+
+
+def wait_for_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tuple[str, ...]) -> None:
+    """Wait in this process (under a hold) for the queue to grant ``run``, then execute it — once per run per
+    process: a second start of a run waited for here attaches to that wait."""
+    if run not in wf.waiting and run not in wf.active:
+        wf.app.hold(await_slot(wf, queue, run, inputs, chain))
+
+
+def queue_fields(queue: Queue | None, inputs: Any) -> dict[str, Any]:
+    """``Admission.of`` arguments recording a scheduled run's queue and key (``Local.Schedule``, ``telo
+    schedule``): once due, it is granted like a started one, under the queue's limits."""
+    return {} if queue is None else {"queue": queue.name, "queue_key": queue.key_of(inputs)}
+
+
+async def await_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tuple[str, ...]) -> None:
+    """Wait for the queue to grant ``run`` to this process, then execute it to rest (``run_to_rest``); stop
+    waiting when a worker got it, it settled or was cancelled, or the process drains (the run stays
+    ``scheduled`` in the journal, and any worker starts it when the queue has room)."""
+    wf.waiting.add(run)
+    try:
+        await _await_slot(wf, queue, run, inputs, chain)
+    finally:
+        wf.waiting.discard(run)
+
+
+async def _await_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tuple[str, ...]) -> None:
+    store = wf.store
+    while True:
+        if shutdown.draining():
+            wf.app.run_rested(RunOutcome(run, "scheduled"))
+            return
+        try:
+            fence = await claim_queued(wf, queue, run, wf.holder)
+            record = None if fence is not None else await store.read_run(run)
+        except TeloError as exc:
+            if not halts(exc):
+                raise
+            wf.app.run_rested(RunOutcome(run, "scheduled"))
+            return  # the admission is journaled: a worker starts the run once the journal answers
+        if fence is not None:
+            await wf.run_to_rest(run, inputs, fence, chain=chain, queued=queue)
+            return
+        if record is None or record.terminal:
+            if record is not None:
+                wf.app.run_rested(_settled(record))
+            return
+        if record.status != "scheduled" and claim_is_live(record.claim, wf.app.clock.now_ms()):
+            holder = record.claim.holder if record.claim is not None else None
+            wf.app.run_rested(RunOutcome(run, "elsewhere", holder=holder))
+            return  # a worker was granted it first
+        if record.status == "parked":
+            wf.app.run_rested(RunOutcome(run, "parked", parked=record.parked.to_json() if record.parked else None))
+            return  # executed elsewhere and parked meanwhile: whoever is due to continue it does
+        await asyncio.sleep(SLOT_RECHECK_MS / 1000)
+
+
+def _settled(record: Any) -> RunOutcome:
+    if record.status == "completed":
+        result = record.decoded_result()
+        from telo.journal.model import NO_VALUE
+
+        return RunOutcome(record.run, "completed", result=None if result is NO_VALUE else result,
+                          has_result=result is not NO_VALUE)
+    return RunOutcome(record.run, record.status, error=dict(record.error) if record.error else None)

@@ -1,0 +1,249 @@
+"""A queue's limits hold across real worker processes (issue 16), on SQLite and PostgreSQL.
+
+Forty-odd runs of a workflow in a ``Local.Queue`` are admitted as a start admits them (``scheduled``, due now,
+with the queue and its key), and four ``telo worker`` processes race for them, each able to run 10 at once. Each
+run's one step writes a ``start`` and an ``end`` line to a ledger around ~100 ms of work. Two witnesses, neither
+a timing assertion:
+
+- a sampler thread reads the journal every ~10 ms and counts the queue's runs holding a slot (``running``
+  under a live claim): never more than ``concurrency`` — or, keyed, two of one tenant;
+- the ledger's own start/end intervals never overlap more than ``concurrency`` (one per tenant, keyed).
+
+Then a worker is killed (``kill -9``) in the middle of a run: its slot comes back (a dead local holder holds
+nothing) and the other workers finish every run.
+
+Before this change the queue did not exist (``Local.Queue`` is an unknown kind), and no claim knew limits: four
+workers ran up to 40 runs at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from telo.clock import SYSTEM_CLOCK
+from telo.journal.model import Admission
+from telo.journal.rules import claim_is_live
+from tests.faults.support import Payments, Proc
+
+KINDS = ("sqlite", "postgres")
+RUNS = 44
+TENANTS = ("acme", "bolt", "corp", "dyne")
+
+MANIFEST = """\
+kind: Telo.Application
+metadata: {{ name: Queued, version: 1.0.0 }}
+imports:
+  Py: python
+  Local: durable-local
+  Journal: {module}
+variables:
+  journal: {{ env: FAULT_JOURNAL, type: string }}
+  table: {{ env: FAULT_TABLE, type: string }}
+---
+kind: Journal.Journal
+metadata: {{ name: runs }}
+{location}
+claimTtl: 30s
+---
+kind: Local.Queue
+metadata: {{ name: q }}
+journal: !ref runs
+{limits}
+---
+kind: Py.Function
+metadata: {{ name: step }}
+function: queued_work:work
+idempotent: true
+---
+kind: Local.Workflow
+metadata: {{ name: work }}
+journal: !ref runs
+queue: !ref q
+runId: !cel "inputs.id"
+inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
+steps:
+  - {{ name: work, invoke: !ref step, inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }} }}
+"""
+_JOURNAL = {
+    "sqlite": ("durable-journal-sqlite", 'path: !cel "variables.journal"'),
+    "postgres": ("durable-journal-postgres", 'url: !cel "variables.journal"\ntable: !cel "variables.table"'),
+}
+
+
+@dataclass
+class Sampler:
+    """Reads the journal every ~10 ms: the most runs of the queue holding a slot at once, overall and per key."""
+
+    flow: Payments
+    most: int = 0
+    most_per_key: int = 0
+    samples: int = 0
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        with self.flow.open() as store:
+            while not self.stop.is_set():
+                now = SYSTEM_CLOCK.now_ms()
+                holding = [r for r in store.runs_of_queue("q")
+                           if r.status == "running" and claim_is_live(r.claim, now)]
+                per_key: dict[str | None, int] = {}
+                for r in holding:
+                    per_key[r.queue_key] = per_key.get(r.queue_key, 0) + 1
+                self.most = max(self.most, len(holding))
+                self.most_per_key = max([self.most_per_key, *per_key.values()])
+                self.samples += 1
+                time.sleep(0.01)
+
+
+@pytest.fixture
+def queued(tmp_path: Path) -> Iterator[Callable[[str, str], Payments]]:
+    made: list[Payments] = []
+
+    def make(kind: str, limits: str) -> Payments:
+        flow = Payments(kind, tmp_path / f"{kind}-{len(made)}")
+        module, location = _JOURNAL[kind]
+        flow.manifest.write_text(MANIFEST.format(module=module, location=location, limits=limits))
+        flow.env["QUEUE_LEDGER"] = str(flow.ledger)  # (queued_work.py is on its PYTHONPATH: tests/faults/workflows)
+        made.append(flow)
+        return flow
+
+    yield make
+    for flow in made:
+        flow.close()
+
+
+def admit_queued(flow: Payments, count: int) -> list[str]:
+    """What starts of the queued workflow admit: scheduled, due now, the queue and the key (inputs.tenant)."""
+    runs = [f"q-{i:02d}" for i in range(count)]
+    now = SYSTEM_CLOCK.now_ms()
+    with flow.open() as store:
+        for i, run in enumerate(runs):
+            tenant = TENANTS[i % len(TENANTS)]
+            assert store.admit(Admission.of(run, status="scheduled", due_at=now, inputs={"id": run, "tenant": tenant},
+                                            workflow="work", queue="q", queue_key=tenant)).admitted
+    return runs
+
+
+def intervals(flow: Payments, killed_at: dict[int, int] | None = None) -> list[tuple[int, int, str, str]]:
+    """(start ns, end ns, run, tenant) of each execution of the step in the ledger; one cut short by a kill
+    ends at the kill."""
+    open_: dict[tuple[str, int], tuple[int, str]] = {}
+    out: list[tuple[int, int, str, str]] = []
+    for raw in flow.ledger.read_text().splitlines():
+        run, tenant, what, pid, ns = raw.split(" ")
+        if what == "start":
+            open_[(run, int(pid))] = (int(ns), tenant)
+        else:
+            start, _ = open_.pop((run, int(pid)))
+            out.append((start, int(ns), run, tenant))
+    for (run, pid), (start, tenant) in open_.items():
+        assert killed_at is not None and pid in killed_at, f"{run}: a step of a live process never ended"
+        out.append((start, killed_at[pid], run, tenant))
+    return out
+
+
+def most_at_once(spans: list[tuple[int, int, str, str]], tenant: str | None = None) -> int:
+    events = sorted([(s, 1) for s, _, _, t in spans if tenant in (None, t)]
+                    + [(e, -1) for _, e, _, t in spans if tenant in (None, t)])  # an end before a start at one ns
+    most = now = 0
+    for _, change in events:
+        now += change
+        most = max(most, now)
+    return most
+
+
+def race(flow: Payments, workers: int = 4) -> tuple[list[Proc], Sampler, threading.Thread]:
+    sampler = Sampler(flow)
+    thread = threading.Thread(target=sampler.run, daemon=True)
+    thread.start()
+    procs = [flow.start("worker", str(flow.manifest), "--interval", "100ms", "--until-idle", "--concurrency", "10",
+                        label=f"w{i}") for i in range(workers)]
+    return procs, sampler, thread
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_four_workers_never_run_more_than_the_queue_allows(kind: str, queued: Callable[[str, str], Payments]) -> None:
+    flow = queued(kind, "concurrency: 3")
+    runs = admit_queued(flow, RUNS)
+    procs, sampler, thread = race(flow)
+    for proc in procs:
+        assert proc.wait(180) == 0, proc.output()
+    sampler.stop.set()
+    thread.join(10)
+    for run in runs:
+        assert flow.record(run).status == "completed", run
+    spans = intervals(flow)
+    assert sorted(run for _, _, run, _ in spans) == runs  # each run's work exactly once
+    assert sampler.samples > 20 and 1 <= sampler.most <= 3, (sampler.most, sampler.samples)
+    assert most_at_once(spans) <= 3
+    assert most_at_once(spans) >= 2  # (the queue did let runs overlap: the limit, not a serialisation)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_key_never_runs_twice_at_once(kind: str, queued: Callable[[str, str], Payments]) -> None:
+    flow = queued(kind, 'concurrency: 10\nconcurrencyKey: { key: !cel "inputs.tenant", limit: 1 }')
+    runs = admit_queued(flow, RUNS)
+    procs, sampler, thread = race(flow)
+    for proc in procs:
+        assert proc.wait(180) == 0, proc.output()
+    sampler.stop.set()
+    thread.join(10)
+    for run in runs:
+        assert flow.record(run).status == "completed", run
+    spans = intervals(flow)
+    assert sorted(run for _, _, run, _ in spans) == runs
+    assert sampler.samples > 20 and sampler.most_per_key == 1, (sampler.most_per_key, sampler.samples)
+    for tenant in TENANTS:
+        assert most_at_once(spans, tenant) == 1, tenant
+    assert most_at_once(spans) <= len(TENANTS)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_killed_workers_slots_come_back(kind: str, queued: Callable[[str, str], Payments]) -> None:
+    """``kill -9`` of a worker in the middle of a run: its claim names a dead process of this host, which holds
+    no slot, so the queue's slots come back and the other workers finish every run, the killed one's too."""
+    flow = queued(kind, "concurrency: 3")
+    flow.env["QUEUE_WORK_MS"] = "150"
+    runs = admit_queued(flow, RUNS)
+    procs, sampler, thread = race(flow)
+    by_pid = {proc.pid: proc for proc in procs}
+    deadline = time.monotonic() + 60
+    victim: Proc | None = None
+    while victim is None and time.monotonic() < deadline:  # a worker inside a run's step
+        lines = [raw.split(" ") for raw in flow.ledger.read_text().splitlines()]
+        ended = {(r, int(p)) for r, _, w, p, _ in lines if w == "end"}
+        # the step that started last: the most of its 150 ms still ahead, so the kill lands inside it
+        inside = [(r, int(p)) for r, _, w, p, _ in lines if w == "start" and (r, int(p)) not in ended]
+        if inside:
+            cut_run, pid = inside[-1]
+            victim = by_pid[pid]
+        else:
+            time.sleep(0.005)
+    assert victim is not None, "no worker ever ran a step"
+    killed_ns = time.monotonic_ns()
+    victim.signal(signal.SIGKILL)
+    assert victim.wait(30) == -signal.SIGKILL
+    for proc in procs:
+        if proc is not victim:
+            assert proc.wait(180) == 0, proc.output()
+    sampler.stop.set()
+    thread.join(10)
+    for run in runs:
+        assert flow.record(run).status == "completed", run
+    spans = intervals(flow, {victim.pid: killed_ns})
+    assert {run for _, _, run, _ in spans} == set(runs)
+    lines = [raw.split(" ") for raw in flow.ledger.read_text().splitlines()]
+    cut = {r for r, _, w, p, _ in lines if w == "start" and int(p) == victim.pid} \
+        - {r for r, _, w, p, _ in lines if w == "end" and int(p) == victim.pid}
+    assert cut_run in cut  # killed inside its step
+    for run in cut:  # each run cut short was redone by another worker: its slot came back
+        assert sum(1 for _, _, r, _ in spans if r == run) == 2, run
+    assert sampler.most <= 3 and most_at_once(spans) <= 3
+
