@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -30,10 +30,9 @@ from telo.journal.claims import holder_is_dead, this_host
 from telo.journal.model import RunRecord
 from telo.journal.postgres_rows import RUN_COLS, record_from_row
 from telo.journal.postgres_sql import DUE_WHERE, FILTERS, PgSql
-from telo.journal.queues import QueueLimits, Tally, grant, wanted_queues
+from telo.journal.queues import QueueLimits, Tally, fill, wanted_queues
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
-_MAX_READS = 64  # as telo.journal.sqlite_queues: each read grants a run or marks a key full
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,26 +100,13 @@ def _grant_queue(conn: psycopg.Connection[Any], st: _Statements, q: PgSql, name:
         tally.add(status, key, claim_holder, until, now_ms, limits)
     # dead local holders' live-by-time claims of due runs are taken over, as by the unqueued path
     dead = [h for h in _local_holders(conn, q, now_ms) if holder_is_dead(h)]
-    chosen: list[str] = []
-    seen: list[str] = []
-    for _ in range(_MAX_READS):
-        left = wanted - len(chosen)
-        room = tally.room(limits, left)
-        parked_only = room <= 0 and limits.hold_parked  # (a parked run holding its slot needs no room)
-        n = min(left, limits.worker_free if limits.worker_free is not None else left) if parked_only else room
-        if n <= 0:
-            break
-        full = tally.full_keys(limits)
-        rows = conn.execute(st.candidates, {**filters, "q": name, "now": now_ms, "dead": dead, "seen": seen,
+
+    def read(n: int, full: list[str | None], parked_only: bool, seen: list[str]) -> list[tuple[str, str | None, str]]:
+        return conn.execute(st.candidates, {**filters, "q": name, "now": now_ms, "dead": dead, "seen": seen,
                                             "null_full": None in full, "full": [k for k in full if k is not None],
                                             "parked_only": parked_only, "n": n}).fetchall()
-        got = grant(((run, key, status) for run, key, status in rows), tally, limits, left)
-        chosen += got
-        seen += [row[0] for row in rows]
-        if limits.worker_free is not None:
-            limits = replace(limits, worker_free=limits.worker_free - len(got))
-        if len(rows) < n:
-            break
+
+    chosen = fill(tally, limits, wanted, read)
     if not chosen:
         return []
     with conn.cursor(row_factory=dict_row) as cur:

@@ -18,8 +18,8 @@ is the one all of them apply to what they counted.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from telo.journal.claims import holder_is_dead
 
@@ -111,3 +111,35 @@ def grant(candidates: Iterable[tuple[str, str | None, str]], tally: Tally, limit
 def wanted_queues(queues: Mapping[str, QueueLimits] | None) -> list[tuple[str, QueueLimits]]:
     """The queues a claim grants runs of, in name order (PostgreSQL locks them in that order)."""
     return sorted((queues or {}).items())
+
+
+# How many pages of candidates one queue's grant reads at most: each grants a run or finds a key full, so a
+# queue needs at most ~2 × its room; the cap only bounds a pathological sweep.
+MAX_READS = 64
+# A store's read of one queue's due candidates, in due order: ``(n, keys at their limit, parked runs only,
+# runs already read) -> [(run, queue_key, status)]`` — at most ``n`` rows.
+CandidateRead = Callable[[int, list[str | None], bool, list[str]], Sequence[tuple[str, str | None, str]]]
+
+
+def fill(tally: Tally, limits: QueueLimits, wanted: int, read: CandidateRead) -> list[str]:
+    """The runs of one queue to grant, at most ``wanted``: its due candidates read a page at a time, past keys at
+    their limit, until the queue, the calling process or ``wanted`` has no room left — the loop every store runs
+    inside its granting transaction (``tally``: what holds the queue's slots, counted in that transaction)."""
+    chosen: list[str] = []
+    seen: list[str] = []
+    for _ in range(MAX_READS):
+        left = wanted - len(chosen)
+        room = tally.room(limits, left)
+        parked_only = room <= 0 and limits.hold_parked  # (a parked run holding its slot needs no room)
+        n = min(left, limits.worker_free if limits.worker_free is not None else left) if parked_only else room
+        if n <= 0:
+            break
+        rows = read(n, tally.full_keys(limits), parked_only, seen)
+        got = grant(rows, tally, limits, left)
+        chosen += got
+        seen += [row[0] for row in rows]
+        if limits.worker_free is not None:
+            limits = replace(limits, worker_free=limits.worker_free - len(got))
+        if len(rows) < n:
+            break
+    return chosen

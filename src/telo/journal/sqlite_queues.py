@@ -12,15 +12,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from telo.journal.queues import QueueLimits, Tally, grant, wanted_queues
-
-# How many candidate reads one queue may take in a claim: each grants a run or marks a key full, so a queue
-# needs at most ~2 × its room; the cap only bounds a pathological sweep.
-_MAX_READS = 64
+from telo.journal.queues import QueueLimits, Tally, fill, wanted_queues
 
 
 @cache
@@ -54,25 +49,14 @@ def granted_runs(conn: sqlite3.Connection, runs: str, due_where: str, filters: s
         for status, key, holder, until in conn.execute(holding, {"q": name, "now": now,
                                                                   "hold": limits.hold_parked}):
             tally.add(status, key, holder, until, now, limits)
-        seen: list[str] = []
-        for _ in range(_MAX_READS):
-            left = wanted - len(chosen)
-            room = tally.room(limits, left)
-            parked_only = room <= 0 and limits.hold_parked  # (a parked run holding its slot needs no room)
-            n = min(left, limits.worker_free if limits.worker_free is not None else left) if parked_only else room
-            if n <= 0:
-                break
-            full = tally.full_keys(limits)
-            rows = conn.execute(candidates, {**params, "q": name, "dead": json.dumps(tally.dead), "n": n,
+
+        def read(n: int, full: list[str | None], parked_only: bool, seen: list[str], name: str = name,
+                 tally: Tally = tally) -> list[tuple[str, str | None, str]]:
+            return conn.execute(candidates, {**params, "q": name, "dead": json.dumps(tally.dead), "n": n,
                                              "seen": json.dumps(seen), "null_full": None in full,
                                              "full": json.dumps([k for k in full if k is not None]),
                                              "parked_only": parked_only}).fetchall()
-            got = grant(((run, key, status) for run, key, status in rows), tally, limits, left)
-            chosen += got
-            seen += [row[0] for row in rows]
-            if limits.worker_free is not None:
-                limits = replace(limits, worker_free=limits.worker_free - len(got))
-            if len(rows) < n:
-                break
+
+        chosen += fill(tally, limits, wanted - len(chosen), read)
         dead += tally.dead
     return chosen, dead
