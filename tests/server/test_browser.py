@@ -15,13 +15,18 @@ import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from telo.journal.sqlite import SqliteStore
 from tests.process import telo
 from tests.server.support import MANIFEST, failed_run, start_ui, stop
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 CHROMIUM = "/usr/bin/chromium"
 ON_CI = os.environ.get("CI") == "true"
@@ -88,10 +93,11 @@ def test_telo_ui_with_a_token_refuses_requests_without_it(parked: Path) -> None:
         stop(proc)
 
 
-@pytest.mark.timeout(180)
-def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: str) -> None:
-    _require_browser()
-    from playwright.sync_api import expect, sync_playwright
+@contextmanager
+def chromium_page() -> Iterator[Page]:
+    """A page of a headless Chromium, 1200×900, 15 s timeouts; the browser is closed afterwards (and the
+    screenshot directory exists)."""
+    from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as pw:
@@ -100,57 +106,65 @@ def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: st
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.set_default_timeout(15_000)
-            page.goto(ui + "runs")
-            expect(page.locator('a.filter[data-status="parked"] .count')).to_have_text("1")
-            expect(page.locator("table.runs")).to_contain_text("flow:b1")
-            expect(page.locator("#live")).to_have_text("live")  # the server-sent event stream is open
-            page.screenshot(path=str(ARTIFACTS / "dashboard-runs.png"), full_page=True)
-
-            page.fill("#search-inputs", '"A-17"')
-            page.select_option("#search-status", "failed")
-            page.click("#search-submit")
-            expect(page.locator("table.runs")).to_contain_text("batch:f1")
-            expect(page.locator("table.runs")).not_to_contain_text("flow:b1")
-            page.screenshot(path=str(ARTIFACTS / "dashboard-runs-search.png"), full_page=True)
-            page.get_by_role("link", name="batch:f1").click()
-            expect(page.locator(".failures")).to_contain_text("ERR_CARD_DECLINED")
-            expect(page.locator('tr[data-step="steps/each"]')).to_contain_text("3/3 done")
-            expect(page.locator('tr[data-step="steps/charge"] svg rect')).to_have_count(1)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-run-failed.png"), full_page=True)
-            page.goto(ui + "runs")
-
-            page.get_by_role("link", name="flow:b1").click()
-            expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1$"))
-            expect(page.locator("#run-status")).to_have_text("parked")
-            expect(page.locator("#deliver-token")).to_have_value("go:b1")
-            expect(page.locator("table.journal")).to_contain_text("hello ada")
-            page.screenshot(path=str(ARTIFACTS / "dashboard-run-parked.png"), full_page=True)
-            page.locator("#deliver-form").screenshot(path=str(ARTIFACTS / "dashboard-deliver-form.png"))
-
-            page.fill("#deliver-payload", '{"by": "eve"}')
-            page.click("#deliver-submit")
-            expect(page.locator("#notice")).to_contain_text("delivered to go:b1")
-            expect(page.locator("#run-status")).to_have_text("running")
-            expect(page.locator('tr[data-category="delivery"]')).to_contain_text('"by": "eve"')
-
-            expect(page.locator("#live")).to_have_text("live")
-            worker = telo("worker", "m.yaml", "--until-idle", "--interval", "100ms", cwd=parked, timeout=120)
-            assert worker.returncode == 0, worker.stderr
-
-            # No reload: the page hears of the change over server-sent events and refreshes its parts itself.
-            expect(page.locator("#run-status")).to_have_text("completed")
-            assert int(page.locator("#console").get_attribute("data-refreshed") or 0) >= 1
-            expect(page.locator('pre.value[data-name="result"]')).to_contain_text("hello eve")
-            expect(page.locator("#deliver-form")).to_have_count(0)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-run-completed.png"), full_page=True)
-
-            page.goto(ui + "runs")
-            expect(page.locator('a.filter[data-status="completed"] .count')).to_have_text("1")
-            shots = {p.name for p in ARTIFACTS.glob("dashboard-*.png")}
-            assert {"dashboard-runs.png", "dashboard-runs-search.png", "dashboard-run-failed.png",
-                    "dashboard-run-parked.png", "dashboard-deliver-form.png", "dashboard-run-completed.png"} <= shots
+            yield page
         finally:
             browser.close()
+
+@pytest.mark.timeout(180)
+def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: str) -> None:
+    _require_browser()
+    from playwright.sync_api import expect
+
+    with chromium_page() as page:
+        page.goto(ui + "runs")
+        expect(page.locator('a.filter[data-status="parked"] .count')).to_have_text("1")
+        expect(page.locator("table.runs")).to_contain_text("flow:b1")
+        expect(page.locator("#live")).to_have_text("live")  # the server-sent event stream is open
+        page.screenshot(path=str(ARTIFACTS / "dashboard-runs.png"), full_page=True)
+
+        page.fill("#search-inputs", '"A-17"')
+        page.select_option("#search-status", "failed")
+        page.click("#search-submit")
+        expect(page.locator("table.runs")).to_contain_text("batch:f1")
+        expect(page.locator("table.runs")).not_to_contain_text("flow:b1")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-runs-search.png"), full_page=True)
+        page.get_by_role("link", name="batch:f1").click()
+        expect(page.locator(".failures")).to_contain_text("ERR_CARD_DECLINED")
+        expect(page.locator('tr[data-step="steps/each"]')).to_contain_text("3/3 done")
+        expect(page.locator('tr[data-step="steps/charge"] svg rect')).to_have_count(1)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-run-failed.png"), full_page=True)
+        page.goto(ui + "runs")
+
+        page.get_by_role("link", name="flow:b1").click()
+        expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1$"))
+        expect(page.locator("#run-status")).to_have_text("parked")
+        expect(page.locator("#deliver-token")).to_have_value("go:b1")
+        expect(page.locator("table.journal")).to_contain_text("hello ada")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-run-parked.png"), full_page=True)
+        page.locator("#deliver-form").screenshot(path=str(ARTIFACTS / "dashboard-deliver-form.png"))
+
+        page.fill("#deliver-payload", '{"by": "eve"}')
+        page.click("#deliver-submit")
+        expect(page.locator("#notice")).to_contain_text("delivered to go:b1")
+        expect(page.locator("#run-status")).to_have_text("running")
+        expect(page.locator('tr[data-category="delivery"]')).to_contain_text('"by": "eve"')
+
+        expect(page.locator("#live")).to_have_text("live")
+        worker = telo("worker", "m.yaml", "--until-idle", "--interval", "100ms", cwd=parked, timeout=120)
+        assert worker.returncode == 0, worker.stderr
+
+        # No reload: the page hears of the change over server-sent events and refreshes its parts itself.
+        expect(page.locator("#run-status")).to_have_text("completed")
+        assert int(page.locator("#console").get_attribute("data-refreshed") or 0) >= 1
+        expect(page.locator('pre.value[data-name="result"]')).to_contain_text("hello eve")
+        expect(page.locator("#deliver-form")).to_have_count(0)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-run-completed.png"), full_page=True)
+
+        page.goto(ui + "runs")
+        expect(page.locator('a.filter[data-status="completed"] .count')).to_have_text("1")
+        shots = {p.name for p in ARTIFACTS.glob("dashboard-*.png")}
+        assert {"dashboard-runs.png", "dashboard-runs-search.png", "dashboard-run-failed.png",
+                "dashboard-run-parked.png", "dashboard-deliver-form.png", "dashboard-run-completed.png"} <= shots
 
 
 @pytest.mark.timeout(180)
@@ -158,40 +172,33 @@ def test_fork_from_a_checkpoint_then_cancel_it_with_the_runs_pages_selection(par
     """Issue 15: the operator console — fork a run from a checkpoint and land on the fork, which says its steps
     run again under its own keys; then tick it on the runs page and cancel it, the answer saying per run."""
     _require_browser()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.set_default_timeout(15_000)
-            page.on("dialog", lambda dialog: dialog.accept())  # "Cancel every ticked run?"
-            page.goto(ui + "runs/flow%3Ab1")
-            row = page.locator('table.checkpoints tr[data-path="steps/first"]')
-            expect(row).to_have_count(1)
-            expect(page.locator("#fork-note")).to_contain_text("under the new run's idempotency keys")
-            page.locator("section.checkpoints").screenshot(path=str(ARTIFACTS / "dashboard-checkpoints.png"))
-            row.locator('input[name="runId"]').fill("flow:b1/again")
-            row.get_by_role("button", name="Fork from here").click()
+    with chromium_page() as page:
+        page.on("dialog", lambda dialog: dialog.accept())  # "Cancel every ticked run?"
+        page.goto(ui + "runs/flow%3Ab1")
+        row = page.locator('table.checkpoints tr[data-path="steps/first"]')
+        expect(row).to_have_count(1)
+        expect(page.locator("#fork-note")).to_contain_text("under the new run's idempotency keys")
+        page.locator("section.checkpoints").screenshot(path=str(ARTIFACTS / "dashboard-checkpoints.png"))
+        row.locator('input[name="runId"]').fill("flow:b1/again")
+        row.get_by_role("button", name="Fork from here").click()
 
-            expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1%2Fagain$"))
-            notice = page.locator("#notice")
-            expect(notice).to_contain_text("forked from flow:b1 at checkpoint")
-            expect(notice).to_contain_text("under the new run's idempotency keys (flow:b1/again/steps/")
-            expect(page.locator("#run-status")).to_have_text("running")
-            expect(page.locator('tr[data-category="fork"]')).to_have_count(1)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-run-forked.png"), full_page=True)
+        expect(page).to_have_url(re.compile(r"/runs/flow%3Ab1%2Fagain$"))
+        notice = page.locator("#notice")
+        expect(notice).to_contain_text("forked from flow:b1 at checkpoint")
+        expect(notice).to_contain_text("under the new run's idempotency keys (flow:b1/again/steps/")
+        expect(page.locator("#run-status")).to_have_text("running")
+        expect(page.locator('tr[data-category="fork"]')).to_have_count(1)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-run-forked.png"), full_page=True)
 
-            page.goto(ui + "runs")
-            page.get_by_label("select flow:b1/again").check()
-            page.get_by_label("select batch:f1").check()
-            page.click("#bulk-cancel")
-            expect(page.locator("#bulk-done")).to_have_text("1 of 2")
-            expect(page.locator('tr[data-run="flow:b1/again"]')).to_contain_text("cancelled")
-            expect(page.locator('tr[data-run="batch:f1"]')).to_contain_text("already failed")
-            page.screenshot(path=str(ARTIFACTS / "dashboard-runs-bulk.png"), full_page=True)
-            assert {"dashboard-checkpoints.png", "dashboard-run-forked.png", "dashboard-runs-bulk.png"} <= {
-                p.name for p in ARTIFACTS.glob("dashboard-*.png")}
-        finally:
-            browser.close()
+        page.goto(ui + "runs")
+        page.get_by_label("select flow:b1/again").check()
+        page.get_by_label("select batch:f1").check()
+        page.click("#bulk-cancel")
+        expect(page.locator("#bulk-done")).to_have_text("1 of 2")
+        expect(page.locator('tr[data-run="flow:b1/again"]')).to_contain_text("cancelled")
+        expect(page.locator('tr[data-run="batch:f1"]')).to_contain_text("already failed")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-runs-bulk.png"), full_page=True)
+        assert {"dashboard-checkpoints.png", "dashboard-run-forked.png", "dashboard-runs-bulk.png"} <= {
+            p.name for p in ARTIFACTS.glob("dashboard-*.png")}
