@@ -26,7 +26,7 @@ from tests.crash.support import REPO_ROOT, StoreSpec, make_spec
 WORKFLOWS = Path(__file__).resolve().parent / "workflows"
 TELO = [sys.executable, "-m", "telo"]
 
-_JOURNAL = {
+JOURNALS = {  # a journal document per store kind, located through the environment (also test_queue_workers.py)
     "sqlite": ("durable-journal-sqlite", 'path: !cel "variables.journal"'),
     "file": ("durable-journal-file", 'directory: !cel "variables.journal"'),
     "postgres": ("durable-journal-postgres", 'url: !cel "variables.journal"\ntable: !cel "variables.table"'),
@@ -139,7 +139,7 @@ class Payments:
     def __post_init__(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
         self.spec: StoreSpec = make_spec(self.kind, self.journal_dir or self.tmp)
-        module, location = _JOURNAL[self.kind]
+        module, location = JOURNALS[self.kind]
         self.manifest = self.tmp / "payments.yaml"
         self.manifest.write_text(MANIFEST.format(module=module, location=location, ttl=self.ttl,
                                                  prepare=self.prepare, body=SAGA if self.saga else CHARGE))

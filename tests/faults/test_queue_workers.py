@@ -30,7 +30,7 @@ import pytest
 from telo.clock import SYSTEM_CLOCK
 from telo.journal.model import Admission
 from telo.journal.rules import claim_is_live
-from tests.faults.support import Payments, Proc
+from tests.faults.support import JOURNALS, Payments, Proc
 
 KINDS = ("sqlite", "postgres")
 RUNS = 44
@@ -71,10 +71,6 @@ inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
 steps:
   - {{ name: work, invoke: !ref step, inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }} }}
 """
-_JOURNAL = {
-    "sqlite": ("durable-journal-sqlite", 'path: !cel "variables.journal"'),
-    "postgres": ("durable-journal-postgres", 'url: !cel "variables.journal"\ntable: !cel "variables.table"'),
-}
 
 
 @dataclass
@@ -108,7 +104,7 @@ def queued(tmp_path: Path) -> Iterator[Callable[[str, str], Payments]]:
 
     def make(kind: str, limits: str) -> Payments:
         flow = Payments(kind, tmp_path / f"{kind}-{len(made)}")
-        module, location = _JOURNAL[kind]
+        module, location = JOURNALS[kind]
         flow.manifest.write_text(MANIFEST.format(module=module, location=location, limits=limits))
         flow.env["QUEUE_LEDGER"] = str(flow.ledger)  # (queued_work.py is on its PYTHONPATH: tests/faults/workflows)
         made.append(flow)
@@ -159,6 +155,18 @@ def most_at_once(spans: list[tuple[int, int, str, str]], tenant: str | None = No
     return most
 
 
+def settle(flow: Payments, runs: list[str], procs: list[Proc], sampler: Sampler, thread: threading.Thread
+           ) -> list[tuple[int, int, str, str]]:
+    """Wait for ``procs`` to exit 0, stop the sampler, check every run completed; the step's intervals."""
+    for proc in procs:
+        assert proc.wait(180) == 0, proc.output()
+    sampler.stop.set()
+    thread.join(10)
+    for run in runs:
+        assert flow.record(run).status == "completed", run
+    return intervals(flow)
+
+
 def race(flow: Payments, workers: int = 4) -> tuple[list[Proc], Sampler, threading.Thread]:
     sampler = Sampler(flow)
     thread = threading.Thread(target=sampler.run, daemon=True)
@@ -173,13 +181,7 @@ def test_four_workers_never_run_more_than_the_queue_allows(kind: str, queued: Ca
     flow = queued(kind, "concurrency: 3")
     runs = admit_queued(flow, RUNS)
     procs, sampler, thread = race(flow)
-    for proc in procs:
-        assert proc.wait(180) == 0, proc.output()
-    sampler.stop.set()
-    thread.join(10)
-    for run in runs:
-        assert flow.record(run).status == "completed", run
-    spans = intervals(flow)
+    spans = settle(flow, runs, procs, sampler, thread)
     assert sorted(run for _, _, run, _ in spans) == runs  # each run's work exactly once
     assert sampler.samples > 20 and 1 <= sampler.most <= 3, (sampler.most, sampler.samples)
     assert most_at_once(spans) <= 3
@@ -191,13 +193,7 @@ def test_a_key_never_runs_twice_at_once(kind: str, queued: Callable[[str, str], 
     flow = queued(kind, 'concurrency: 10\nconcurrencyKey: { key: !cel "inputs.tenant", limit: 1 }')
     runs = admit_queued(flow, RUNS)
     procs, sampler, thread = race(flow)
-    for proc in procs:
-        assert proc.wait(180) == 0, proc.output()
-    sampler.stop.set()
-    thread.join(10)
-    for run in runs:
-        assert flow.record(run).status == "completed", run
-    spans = intervals(flow)
+    spans = settle(flow, runs, procs, sampler, thread)
     assert sorted(run for _, _, run, _ in spans) == runs
     assert sampler.samples > 20 and sampler.most_per_key == 1, (sampler.most_per_key, sampler.samples)
     for tenant in TENANTS:
