@@ -278,4 +278,6 @@ def test_runs_in_flight_share_commits(group_store: Any) -> None:
 
     out = asyncio.run(all_runs())
     assert all(e.status == "completed" for e in out)
-    assert group_store.stats.commits - commits <= len(runs) // 4, group_store.stats.commits - commits
+    # The fault this guards against costs one commit per run (40); healthy runs measure 3-7 on an idle machine and
+    # reached 11 once under the full CI suite's load (stop 24), so the bound is half a commit per run.
+    assert group_store.stats.commits - commits <= len(runs) // 2, group_store.stats.commits - commits
