@@ -250,6 +250,9 @@ class Code(StrEnum):
     APP_CLOSED = ("ERR_APP_CLOSED", "a telo.App was used after it was closed", "load the manifest again")
     WORKFLOW_NOT_FOUND = ("ERR_WORKFLOW_NOT_FOUND", "a manifest declares no durable workflow of that name",
                           "check the workflow name")
+    QUEUE_NOT_FOUND = ("ERR_QUEUE_NOT_FOUND", "a manifest declares no Local.Queue of that name (`telo queues "
+                       "show`), or the journal has no run of that queue (the dashboard)",
+                       "list the queues with `telo queues list MANIFEST`")
     UI_UNAVAILABLE = ("ERR_UI_UNAVAILABLE", "`telo ui` lacks the dashboard's packages", "pip install 'telo-python[ui]'")
     UI_TOKEN_REQUIRED = ("ERR_UI_TOKEN_REQUIRED", "the dashboard was asked without its token, or would be exposed "
                          "beyond loopback without one", "send the token, or bind to a loopback host")

@@ -18,7 +18,9 @@ And helpers to call from a test (or from any code holding an :class:`~telo.api.A
   optionally on a given token, and return its status — instead of a hand-written polling loop;
 * :func:`assert_replayed` — the last execution of a resumed run replayed its finished steps instead of
   re-running them (from the run's ``replayedSteps`` and the dispatch events: a replayed step emits no
-  ``<target>.Invoked``).
+  ``<target>.Invoked``);
+* :func:`assert_never_more_than` — around a block, sample a ``Local.Queue``'s held slots from the journal and
+  fail if more than ``n`` were ever held at once (issue 16: the queue's limits, asserted in your own tests).
 
 Importing this module is cheap: pytest loads it in every session of a project that installs telo.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from telo.clock import FakeClock
     from telo.runtime.app import Application
 
-__all__ = ["advance", "assert_replayed", "deliver", "settle", "track", "wait_parked"]
+__all__ = ["advance", "assert_never_more_than", "assert_replayed", "deliver", "settle", "track", "wait_parked"]
 
 POLL_S = 0.02  # how often wait_parked reads the run's record again (real seconds)
 
@@ -258,3 +261,95 @@ def _step_name(path: str) -> str:
 
     last = paths.parse(path)[-1]
     return last.name
+
+
+# --- queue limits ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class QueueSamples:
+    """What :func:`assert_never_more_than` saw: how many ``samples`` it read, the most slots held at once
+    (``peak``), and the first sample over the limit (``violation``, what it fails with)."""
+
+    queue: str
+    limit: int
+    samples: int = 0
+    peak: int = 0
+    violation: str | None = None
+    error: BaseException | None = None
+
+
+@contextmanager
+def assert_never_more_than(app: App, queue: str, n: int, *, key: str | None = None, per_key: bool = False,
+                           interval: float = 0.005) -> Iterator[QueueSamples]:
+    """Around the ``with`` block, sample from the journal how many slots of the ``Local.Queue`` ``queue`` are
+    held — runs ``running`` under a live claim, and parked ones if it says ``holdSlotWhileParked``, as the
+    journal grants by — every ``interval`` seconds on a thread of its own (and once before and after the
+    block); when the block ends, fail if any sample saw more than ``n``. ``key``: count only that
+    ``concurrencyKey`` value's runs; ``per_key``: every key's, each against ``n``. Yields a
+    :class:`QueueSamples`, so a test can also check the limit was reached (``samples.peak == n``).
+
+    It sees what the journal holds, whoever executes the runs — this app, other threads, ``telo worker``
+    processes on the same journal. A sample is an instant: an excess shorter than ``interval`` between two
+    samples can pass unseen (the runs of a test whose steps take a few milliseconds are seen)."""
+    import threading
+
+    from telo.operations import queues as queue_ops
+
+    resource = _queue(app, queue)
+    config = queue_ops.config_of(resource)
+    store = resource.journal.store
+    seen = QueueSamples(queue, n)
+    what = f"key {key!r} of queue {queue!r}" if key is not None else f"queue {queue!r}"
+
+    def sample() -> None:
+        state = queue_ops.read(store, queue, config)
+        if per_key:
+            held, where = max(((state.holding(k, any_key=False), f"key {k!r} of queue {queue!r}")
+                               for k in state.keys), default=(0, what))
+        else:
+            held, where = state.holding(key, any_key=key is None), what
+        seen.samples += 1
+        seen.peak = max(seen.peak, held)
+        if held > n and seen.violation is None:
+            holders = sorted(r.run for r in store.runs_of_queue(queue) if key is None or r.queue_key == key)
+            seen.violation = (f"{where} held {held} slots at once, more than {n} (sample {seen.samples}); its "
+                              f"running and parked runs then: {', '.join(holders) or 'none'}")
+
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            try:
+                sample()
+            except BaseException as exc:  # (reported when the block ends: a thread cannot fail the test)
+                seen.error = exc
+                return
+
+    sample()
+    thread = threading.Thread(target=loop, name=f"telo-sample-{queue}", daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(timeout=max(10 * interval, 5.0))
+    sample()
+    if seen.error is not None:
+        raise seen.error
+    if seen.violation is not None:
+        raise AssertionError(seen.violation)
+
+
+def _queue(app: App, name: str) -> Any:
+    """The started app's ``Local.Queue`` ``name`` (``ERR_QUEUE_NOT_FOUND`` naming the ones it has)."""
+    from telo.errors import Code, TeloError
+    from telo.kinds.queue import Queue
+
+    app.runs(limit=1)  # (starts the app if it has not started: its queues' limits are compiled at start)
+    resource = app.application.resources.get(name)
+    if isinstance(resource, Queue):
+        return resource
+    names = sorted(n for n, r in app.application.resources.items() if isinstance(r, Queue))
+    raise TeloError(Code.QUEUE_NOT_FOUND, f"{name!r} is not a Local.Queue of this app",
+                    hint=f"its queues: {', '.join(names) or 'none'}", data={"queue": name})

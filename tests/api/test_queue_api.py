@@ -4,10 +4,17 @@ any run. Before this change ``Local.Queue`` was an unknown kind and the manifest
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import telo
+from telo.errors import TeloError
+from telo.journal.claims import Holder
+from telo.journal.model import Admission
+from telo.journal.sqlite import SqliteStore
 
 
 @telo.kind("QueueShop.Work", idempotent=True)
@@ -56,3 +63,86 @@ def test_a_queued_start_is_scheduled_then_runs_here_to_its_outcome(tmp_path: Pat
     with telo.load(MANIFEST, journal=str(tmp_path / "j.db")) as app:
         shown = app.status("order:A-1")
     assert shown.status == "completed"
+
+
+STARTED: list[str] = []
+
+
+@telo.kind("QueueShop.Note", idempotent=True)
+def note(inputs: dict[str, Any]) -> dict[str, Any]:
+    STARTED.append(inputs["order"])
+    return {"noted": inputs["order"]}
+
+
+PRIORITY = """\
+kind: Telo.Application
+metadata: { name: QueuePriority, version: 1.0.0 }
+imports: { Local: durable-local, Journal: durable-journal-sqlite, Shop: QueueShop }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./.telo/runs.db
+---
+kind: Local.Queue
+metadata: { name: orders }
+journal: !ref runs
+concurrency: 1
+priority: !cel "inputs.rank"
+%s
+---
+kind: Shop.Note
+metadata: { name: noteIt }
+---
+kind: Local.Workflow
+metadata: { name: order }
+journal: !ref runs
+queue: !ref orders
+runId: !cel "'order:' + inputs.order"
+inputs: { order: !cel "inputs.order" }
+steps:
+  - { name: note, invoke: !ref noteIt, inputs: { order: !cel "inputs.order" } }
+"""
+
+
+def test_runs_waiting_in_one_process_start_in_priority_order(tmp_path: Path) -> None:
+    """``priority`` is evaluated at each start and recorded; the runs waiting for the one slot in this process
+    ask for it together, so the journal grants them lowest priority first, ties in admission order — not in
+    whichever order their waits happened to ask."""
+    journal = str(tmp_path / "j.db")
+    busy = Holder("worker", "another-host", 7, 7).to_text()  # a live holder elsewhere holds the one slot
+    with SqliteStore(journal) as store:
+        store.admit(Admission.of("order:busy", status="scheduled", due_at=0, workflow="order", queue="orders"))
+        assert store.claim("order:busy", busy, 600_000, int(time.time() * 1000)) is not None
+        store.update_run("order:busy", status="running", due_at=None)
+    STARTED.clear()
+    with telo.load(PRIORITY % "", journal=journal) as app:
+        ranks = [5, 1, 3, 0, 1]
+        refs = [app.start("order", {"order": f"B-{i}", "rank": rank}) for i, rank in enumerate(ranks)]
+        assert [r.status for r in refs] == ["scheduled"] * 5
+        time.sleep(0.6)  # every wait has asked at least once: the slot is held
+        with SqliteStore(journal) as store:
+            assert [store.read_run(f"order:B-{i}").priority for i in range(5)] == ranks  # type: ignore[union-attr]
+            store.release("order:busy", busy)
+            store.update_run("order:busy", status="cancelled")  # the slot frees
+        assert [app.wait(r).status for r in refs] == ["completed"] * 5
+    assert STARTED == ["B-3", "B-1", "B-4", "B-2", "B-0"]
+
+
+def test_a_priority_that_is_not_an_integer_refuses_the_start(tmp_path: Path) -> None:
+    with telo.load(PRIORITY % "", journal=str(tmp_path / "j.db")) as app:
+        with pytest.raises(TeloError) as exc:
+            app.start("order", {"order": "C-1", "rank": "high"})
+        assert exc.value.code == "ERR_INPUT_INVALID" and "priority must be an integer" in exc.value.message
+        assert list(app.runs(workflow="order")) == []  # refused before anything was admitted
+
+
+@pytest.mark.parametrize(("rate", "says"), [("{ limit: 2, period: 0s }", "positive duration (1ms or more)"),
+                                             ("{ limit: !cel \"0\", period: 1m }", "integer ≥ 1, got 0"),
+                                             ("{ limit: 0, period: 1m }", "less than the minimum of 1")])
+def test_a_bad_rate_limit_is_refused_at_load(tmp_path: Path, rate: str, says: str) -> None:
+    """``rateLimit.limit`` an integer ≥ 1 and ``period`` a positive duration, checked by the schema and — for a
+    value CEL computes or a zero duration the schema's pattern admits — when the queue loads."""
+    with pytest.raises(TeloError) as exc, telo.load(PRIORITY % f"rateLimit: {rate}",
+                                                    journal=str(tmp_path / "j.db")) as app:
+        app.start("order", {"order": "D-1", "rank": 1})
+    assert exc.value.code == "ERR_MANIFEST_VALIDATION_FAILED" and says in exc.value.message, exc.value.message

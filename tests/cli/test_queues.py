@@ -15,9 +15,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from telo.journal.claims import Holder
-from telo.journal.model import Admission
+from telo.journal.model import Admission, Parked
+from telo.journal.postgres import PostgresStore
 from telo.journal.sqlite import SqliteStore
+from telo.journal.store import Store
+from tests.pg_support import fresh_prefix, pg_url
 from tests.process import telo
 
 MANIFEST = """\
@@ -107,10 +112,14 @@ def test_a_queued_start_waits_for_its_slot_and_status_says_why(tmp_path: Path) -
                 break
             time.sleep(0.1)
         assert status.get("status") == "scheduled", status
-        assert status["queue"] == {"name": "q", "key": "acme", "running": 1, "runningWithKey": 1, "parked": 0}
+        queue = status["queue"]
+        assert {k: queue[k] for k in ("name", "key", "running", "runningWithKey", "parked", "position")} == \
+            {"name": "q", "key": "acme", "running": 1, "runningWithKey": 1, "parked": 0, "position": 1}
+        assert queue["heldBy"] == [{"limit": "concurrency", "holding": 1, "max": 1},
+                                   {"limit": "concurrencyKey", "key": "acme", "holding": 1, "max": 1}]
         human = telo("status", "flow:w", "--manifest", str(manifest), cwd=tmp_path)
-        assert "queue: q (key acme); waiting for a slot: 1 running (1 with its key), 0 parked" in human.stdout, \
-            human.stdout
+        assert ("queue: q (key acme); waiting for a slot, position 1 of 1: held by concurrency 1/1, key acme 1/1; "
+                "1 running (1 with its key), 0 parked") in human.stdout, human.stdout
         shown = telo("runs", "show", "flow:w", "--manifest", str(manifest), "--json", cwd=tmp_path)
         assert json.loads(shown.stdout)["queue"] == status["queue"], shown.stdout + shown.stderr
         assert waiting.poll() is None  # still waiting for the slot
@@ -141,3 +150,185 @@ def test_a_queue_on_another_journal_than_its_workflows_is_refused(tmp_path: Path
     assert out.returncode != 0
     assert "ERR_MANIFEST_VALIDATION_FAILED" in out.stderr and "'elsewhere'" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr + out.stdout
+
+
+# --- telo queues list|show, and why a run waits (issue 16, "Visibility") ------------------------------------
+
+QUEUES = """\
+kind: Telo.Application
+metadata: {{ name: Queues, version: 1.0.0 }}
+imports: {{ Local: durable-local, Journal: {journal_module}, Py: python }}
+---
+kind: Journal.Journal
+metadata: {{ name: runs }}
+{location}
+---
+kind: Local.Queue
+metadata: {{ name: payments }}
+journal: !ref runs
+concurrency: 2
+workerConcurrency: 2
+concurrencyKey: {{ key: !cel "inputs.tenant", limit: 1 }}
+rateLimit: {{ limit: {rate}, period: 1h }}
+priority: !cel "inputs.tenant == 'gold' ? 0 : 10"
+---
+kind: Local.Queue
+metadata: {{ name: refunds }}
+journal: !ref runs
+---
+kind: Py.Function
+metadata: {{ name: work }}
+function: steps:work
+---
+kind: Local.Workflow
+metadata: {{ name: pay }}
+journal: !ref runs
+queue: !ref payments
+inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
+steps:
+  - {{ name: work, invoke: !ref work, inputs: {{ id: !cel "inputs.id" }} }}
+"""
+
+ELSEWHERE = Holder("worker", "worker-host", 4121, 7).to_text()  # a live worker on another host
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def journal(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def queues_app(tmp_path: Path, journal: str, rate: int = 100) -> tuple[Path, Store]:
+    """The manifest above on ``journal``, and its store, with: pay:0 (acme) and pay:2 (bolt) running under the
+    live claims of a worker elsewhere, started a minute ago; pay:1, pay:3 (acme) and pay:4 (corp) waiting, due
+    now; pay:later (acme) due in an hour; pay:parked (corp) parked."""
+    if journal == "sqlite":
+        module, location, store = "durable-journal-sqlite", "path: ./runs.db", None
+    else:
+        table = fresh_prefix()
+        module, location = "durable-journal-postgres", f"url: {json.dumps(pg_url())}\ntable: {table}"
+        store = PostgresStore(pg_url(), table=table)
+    (tmp_path / "steps.py").write_text(STEPS)
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(QUEUES.format(journal_module=module, location=location, rate=rate))
+    if store is None:
+        store = SqliteStore(str(tmp_path / "runs.db"))
+    now = int(time.time() * 1000)
+    for i, tenant in enumerate(["acme", "acme", "bolt", "acme", "corp"]):
+        store.admit(Admission.of(f"pay:{i}", status="scheduled", due_at=now - 100 + i, workflow="pay",
+                                 inputs={"id": str(i), "tenant": tenant}, queue="payments", queue_key=tenant,
+                                 priority=10))
+    store.admit(Admission.of("pay:later", status="scheduled", due_at=now + 3_600_000, workflow="pay",
+                             queue="payments", queue_key="acme", priority=10))
+    store.admit(Admission.of("pay:parked", status="scheduled", due_at=now, workflow="pay", queue="payments",
+                             queue_key="corp", priority=10))
+    store.park("pay:parked", Parked("steps/wait", "approval", "tok"))
+    for run in ("pay:0", "pay:2"):
+        assert store.claim(run, ELSEWHERE, 600_000, now) is not None
+        store.update_run(run, status="running", due_at=None, started_at=now - 60_000)
+    return manifest, store
+
+
+def test_queues_list_shows_each_queues_limits_holders_and_depth(tmp_path: Path, journal: str) -> None:
+    manifest, store = queues_app(tmp_path, journal)
+    try:
+        out = telo("queues", "list", str(manifest), "--json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        payments, refunds = json.loads(out.stdout)["queues"]
+        assert payments["queue"] == "payments" and payments["journal"] == "runs"
+        assert payments["limits"] == {"concurrency": 2, "workerConcurrency": 2,
+                                      "concurrencyKey": {"key": "inputs.tenant", "limit": 1},
+                                      "holdSlotWhileParked": False, "rateLimit": {"limit": 100, "period": "1h"},
+                                      "priority": "inputs.tenant == 'gold' ? 0 : 10"}
+        assert (payments["holding"], payments["running"], payments["parked"], payments["unclaimed"]) == (2, 2, 1, 0)
+        assert payments["depth"] == {"dueNow": 3, "dueLater": 1, "total": 4}
+        assert payments["keys"] == [
+            {"key": "acme", "holding": 1, "running": 1, "waiting": 2, "later": 1, "parked": 0},
+            {"key": "bolt", "holding": 1, "running": 1, "waiting": 0, "later": 0, "parked": 0},
+            {"key": "corp", "holding": 0, "running": 0, "waiting": 1, "later": 0, "parked": 1}]
+        assert payments["processes"] == [{"process": "worker-host:4121", "running": 2}]
+        assert payments["rate"] == {"started": 2, "limit": 100, "period": "1h", "freesAt": None}
+        assert "oldest" not in payments
+        assert refunds["holding"] == 0 and refunds["depth"]["total"] == 0 and refunds["limits"]["concurrency"] is None
+        human = telo("queues", "list", str(manifest), cwd=tmp_path)
+        lines = human.stdout.splitlines()
+        assert lines[0].split() == ["QUEUE", "JOURNAL", "HOLDING", "WAITING", "LATER", "PARKED", "KEYS", "LIMITS"]
+        assert lines[1].startswith("payments  runs     2/2      3        1      1       3     concurrency 2, "
+                                   "workerConcurrency 2, key inputs.tenant ≤ 1, rate 100/1h"), human.stdout
+        assert lines[2].split() == ["refunds", "runs", "0", "0", "0", "0", "0", "none"]
+    finally:
+        store.close()
+
+
+def test_queues_show_lists_keys_processes_and_the_oldest_waiting_runs_in_grant_order(tmp_path: Path,
+                                                                                      journal: str) -> None:
+    manifest, store = queues_app(tmp_path, journal)
+    try:
+        now = int(time.time() * 1000)
+        store.admit(Admission.of("pay:gold", status="scheduled", due_at=now, workflow="pay", queue="payments",
+                                 queue_key="gold", priority=0))  # admitted last, granted first
+        out = telo("queues", "show", str(manifest), "payments", "--json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        shown = json.loads(out.stdout)
+        assert [(o["position"], o["run"], o["key"], o["priority"]) for o in shown["oldest"]] == [
+            (1, "pay:gold", "gold", 0), (2, "pay:1", "acme", 10), (3, "pay:3", "acme", 10), (4, "pay:4", "corp", 10)]
+        assert shown["waitingForSlot"] == 4 and shown["depth"]["dueNow"] == 4
+        human = telo("queues", "show", str(manifest), "payments", "--oldest", "2", cwd=tmp_path)
+        assert human.returncode == 0, human.stderr
+        text = human.stdout
+        assert "holding: 2/2 (2 running; 1 parked, which do not hold a slot)" in text, text
+        assert "waiting: 4 due now, 1 due later" in text and "processes: worker-host:4121 runs 2" in text
+        assert "concurrencyKey: inputs.tenant, at most 1 per key" in text
+        assert "rate: 2 of 100 started in the last 1h" in text
+        assert "acme  1/1      1        2        1      0" in text, text
+        rows = [line.split()[:3] for line in text.splitlines() if line[:1].isdigit()]
+        assert rows == [["1", "pay:gold", "scheduled"], ["2", "pay:1", "scheduled"]]  # --oldest 2
+    finally:
+        store.close()
+
+
+def test_an_unknown_queue_is_not_found_and_names_the_queues(tmp_path: Path) -> None:
+    manifest, store = queues_app(tmp_path, "sqlite")
+    store.close()
+    out = telo("queues", "show", str(manifest), "paymnets", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines() == [f"error: ERR_QUEUE_NOT_FOUND: 'paymnets' is not a Local.Queue of {manifest}",
+                                       "hint: its queues: payments, refunds"]
+    assert out.stdout == ""
+
+
+def test_queues_never_create_a_missing_journal(tmp_path: Path) -> None:
+    (tmp_path / "steps.py").write_text(STEPS)
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text(QUEUES.format(journal_module="durable-journal-sqlite", location="path: ./runs.db", rate=1))
+    out = telo("queues", "list", str(manifest), cwd=tmp_path)
+    assert out.returncode == 1 and "ERR_JOURNAL_NOT_FOUND" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "runs.db").exists()
+
+
+def test_status_says_which_limit_holds_a_waiting_run_and_its_position(tmp_path: Path, journal: str) -> None:
+    manifest, store = queues_app(tmp_path, journal, rate=2)  # the rate window is full: 2 starts in the hour
+    try:
+        out = telo("status", "pay:3", "--manifest", str(manifest), "--json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        queue = json.loads(out.stdout)["queue"]
+        assert {k: queue[k] for k in ("name", "key", "priority", "running", "runningWithKey", "parked", "position",
+                                      "waitingForSlot", "holding")} == {
+            "name": "payments", "key": "acme", "priority": 10, "running": 2, "runningWithKey": 1, "parked": 1,
+            "position": 2, "waitingForSlot": 3, "holding": 2}
+        held = queue["heldBy"]
+        assert held[:2] == [{"limit": "concurrency", "holding": 2, "max": 2},
+                            {"limit": "concurrencyKey", "key": "acme", "holding": 1, "max": 1}]
+        assert held[2]["limit"] == "rateLimit" and (held[2]["started"], held[2]["max"]) == (2, 2)
+        assert held[2]["freesAt"].endswith("Z")  # an hour after the older start: RFC 3339, like every JSON time
+        human = telo("status", "pay:3", "--manifest", str(manifest), cwd=tmp_path)
+        assert ("queue: payments (key acme, priority 10); waiting for a slot, position 2 of 3: held by concurrency "
+                "2/2, key acme 1/1, rate 2/1h, frees at ") in human.stdout, human.stdout
+        shown = telo("runs", "show", "pay:4", "--manifest", str(manifest), "--json", cwd=tmp_path)
+        assert json.loads(shown.stdout)["queue"]["position"] == 3, shown.stderr
+        if journal == "sqlite":  # a journal named directly: no limits known, the counts and position are
+            bare = telo("status", "pay:3", "--journal", "runs.db", cwd=tmp_path)
+            assert ("queue: payments (key acme, priority 10); waiting for a slot, position 2 of 3; 2 running (1 with "
+                    "its key), 1 parked (which limit holds it: name the manifest, --manifest, whose Local.Queue "
+                    "declares them)") in bare.stdout, bare.stdout
+    finally:
+        store.close()

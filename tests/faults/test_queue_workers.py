@@ -14,6 +14,11 @@ nothing) and the other workers finish every run.
 
 Before this change the queue did not exist (``Local.Queue`` is an unknown kind), and no claim knew limits: four
 workers ran up to 40 runs at once.
+
+A ``rateLimit`` is judged from the journal alone: the ``started_at`` each run's first grant recorded (the
+database's clock on PostgreSQL) — no window of the period holds more starts than the limit. ``priority`` with one
+worker and ``concurrency: 1``: the runs start in priority order, ties in admission order. (Before step 3 of the
+proposal, ``rateLimit`` and ``priority`` were unknown fields, and the due runs started in admission order.)
 """
 
 from __future__ import annotations
@@ -243,3 +248,42 @@ def test_a_killed_workers_slots_come_back(kind: str, queued: Callable[[str, str]
         assert sum(1 for _, _, r, _ in spans if r == run) == 2, run
     assert sampler.most <= 3 and most_at_once(spans) <= 3
 
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_four_workers_never_start_more_than_the_rate_allows(kind: str, queued: Callable[[str, str], Payments]) -> None:
+    """``rateLimit: 3 per 1s`` and four workers racing for 12 runs due at once: from the journal's start times,
+    no window of one second holds more than 3 starts — and one holds 3 (the limit bound, not a trickle)."""
+    flow = queued(kind, "rateLimit: { limit: 3, period: 1s }")
+    flow.env["QUEUE_WORK_MS"] = "20"
+    runs = admit_queued(flow, 12)
+    procs, sampler, thread = race(flow)
+    spans = settle(flow, runs, procs, sampler, thread)
+    assert sorted(run for _, _, run, _ in spans) == runs  # each run's work exactly once
+    starts = sorted(flow.record(run).started_at or 0 for run in runs)
+    assert all(starts), starts  # every run's first grant recorded its start
+    most = max(sum(1 for t in starts if s <= t < s + 1_000) for s in starts)  # the fullest window [s, s + 1 s)
+    assert most == 3, starts
+    assert starts[-1] - starts[0] >= 3_000, starts  # 12 starts, 3 a second: 3 windows after the first
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_worker_starts_due_runs_in_priority_order(kind: str, queued: Callable[[str, str], Payments]) -> None:
+    """Ten runs due at once, admitted with priorities as a start records them (``Queue.priority_of``: its CEL
+    over the inputs; tests/api/test_queue_api.py), one worker and ``concurrency: 1``: the ledger shows them
+    started lowest priority first, equal priorities (none recorded reads 0) in admission order."""
+    flow = queued(kind, "concurrency: 1")
+    flow.env["QUEUE_WORK_MS"] = "20"
+    ranks = [3, None, -2, 3, 0, -2, 7, None, 1, 0]
+    runs = [f"p-{i:02d}" for i in range(len(ranks))]
+    now = SYSTEM_CLOCK.now_ms()
+    with flow.open() as store:
+        for i, (run, rank) in enumerate(zip(runs, ranks, strict=True)):
+            assert store.admit(Admission.of(run, status="scheduled", due_at=now - 100 + i, workflow="work",
+                                            inputs={"id": run, "tenant": "acme"}, queue="q",
+                                            priority=rank)).admitted
+    procs, sampler, thread = race(flow, workers=1)
+    spans = settle(flow, runs, procs, sampler, thread)
+    started = [run for _, _, run, _ in sorted(spans)]
+    assert started == [run for _, run in sorted((rank or 0, run) for run, rank in zip(runs, ranks, strict=True))]
+    assert sampler.most <= 1

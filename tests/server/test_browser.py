@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from telo.journal.model import Admission
 from telo.journal.sqlite import SqliteStore
 from tests.process import telo
 from tests.server.support import MANIFEST, failed_run, start_ui, stop
@@ -170,7 +171,8 @@ def test_deliver_from_the_browser_then_see_the_run_complete(parked: Path, ui: st
 @pytest.mark.timeout(180)
 def test_fork_from_a_checkpoint_then_cancel_it_with_the_runs_pages_selection(parked: Path, ui: str) -> None:
     """Issue 15: the operator console — fork a run from a checkpoint and land on the fork, which says its steps
-    run again under its own keys; then tick it on the runs page and cancel it, the answer saying per run."""
+    run again under its own keys; then tick it on the runs page and cancel it, the answer saying per run. Then
+    (issue 16) from the header to the queues page and a queue's page."""
     _require_browser()
     from playwright.sync_api import expect
 
@@ -200,5 +202,19 @@ def test_fork_from_a_checkpoint_then_cancel_it_with_the_runs_pages_selection(par
         expect(page.locator('tr[data-run="flow:b1/again"]')).to_contain_text("cancelled")
         expect(page.locator('tr[data-run="batch:f1"]')).to_contain_text("already failed")
         page.screenshot(path=str(ARTIFACTS / "dashboard-runs-bulk.png"), full_page=True)
-        assert {"dashboard-checkpoints.png", "dashboard-run-forked.png", "dashboard-runs-bulk.png"} <= {
-            p.name for p in ARTIFACTS.glob("dashboard-*.png")}
+
+        # Issue 16: the queues link in the header, a queue's page with its waiting runs per key.
+        store = SqliteStore(str(parked / "journal.db"))
+        try:
+            for i, key in enumerate(["acme", "acme", "bolt"]):
+                store.admit(Admission.of(f"pay:{i}", status="scheduled", due_at=0, workflow="pay",
+                                         queue="payments", queue_key=key))
+        finally:
+            store.close()
+        page.click("#nav-queues")
+        page.get_by_role("link", name="payments").click()
+        expect(page.locator('#queue-keys tr[data-key="acme"]')).to_contain_text("2")
+        expect(page.locator("#queue-oldest")).to_contain_text("pay:2")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-queue.png"), full_page=True)
+        assert {"dashboard-checkpoints.png", "dashboard-run-forked.png", "dashboard-runs-bulk.png",
+                "dashboard-queue.png"} <= {p.name for p in ARTIFACTS.glob("dashboard-*.png")}

@@ -175,3 +175,111 @@ def test_racing_claimers_never_exceed_the_limits(store: Store, reopen: Callable[
     assert max(w // 10 for w in worst) <= 3
     if key_limit is not None:
         assert max(w % 10 for w in worst) <= 1
+
+
+HOUR = 3_600_000
+
+
+@QUEUED_STORES
+def test_a_rate_limit_starts_at_most_its_limit_per_window(store: Store, clock: FakeClock) -> None:
+    """``rateLimit`` 3 per hour: a claim starts 3 runs, then none — whoever asks, whether the started runs still
+    run or not — until starts leave the window. The window is the journal's clock: the caller's ``now_ms`` on
+    memory and SQLite, the database's on PostgreSQL; so the test moves the starts back, not the clock."""
+    now = clock.now_ms()
+    for i in range(6):
+        enqueue(store, f"r{i}", now - 10 + i)
+    queues = {"q": QueueLimits(rate_limit=3, rate_period_ms=HOUR)}
+    first = store.claim_due(A, TTL, now, 10, queues=queues)
+    assert runs(first) == ["r0", "r1", "r2"]
+    start = first[0].started_at
+    assert start is not None and [r.started_at for r in first] == [start] * 3  # one grant, one journal time
+    if store.kind != "postgres":
+        assert start == now
+    assert store.claim_due(B, TTL, now, 10, queues=queues) == []  # the window is full
+    for record in first:
+        store.complete(record.run, Outcome.completed(None), fence=Fence(A, record.fence))
+    assert store.claim_due(B, TTL, now, 10, queues=queues) == []  # settled, but started within the window
+    settled = store.read_run("r0")
+    assert settled is not None and settled.started_at == start  # (a completion keeps the start)
+    for run in ("r0", "r1"):  # two starts leave the window: exactly one period back is out of it
+        store.update_run(run, started_at=start - HOUR)
+    assert runs(store.claim_due(B, TTL, now, 10, queues=queues)) == ["r3", "r4"]
+    assert store.claim_due(A, TTL, now, 10, queues=queues) == []  # r2, r3, r4 fill it again
+    waiting = store.read_run("r5")
+    assert waiting is not None and waiting.status == "scheduled" and waiting.started_at is None
+
+
+@QUEUED_STORES
+def test_a_re_grant_spends_no_rate_budget(store: Store, clock: FakeClock) -> None:
+    """A run granted again — due after its worker went silent, continuing after a timed park — was started
+    already: it is granted with the window full, keeps its first start, and leaves the runs never started
+    waiting."""
+    now = clock.now_ms()
+    for i in range(4):
+        enqueue(store, f"r{i}", now - 10 + i)
+    queues = {"q": QueueLimits(rate_limit=2, rate_period_ms=HOUR)}
+    first = store.claim_due(A, TTL, now, 10, queues=queues)
+    assert runs(first) == ["r0", "r1"]
+    later = now + TTL  # A's claims lapse: r0 is due again (running, unclaimed) ...
+    store.park("r1", Parked("steps/nap", "sleep", None, later), fence=Fence(A, first[1].fence))  # ... r1 sleeps
+    store.release("r1", A)
+    again = store.claim_due(B, TTL, later, 10, queues=queues)
+    assert runs(again) == ["r0", "r1"]  # both, with the window full; r2 and r3 (never started) wait
+    assert [r.started_at for r in again] == [r.started_at for r in first]  # the first start stays
+    assert store.claim_due(A, TTL, later, 10, queues=queues) == []
+    assert [store.read_run(f"r{i}").status for i in (2, 3)] == ["scheduled"] * 2  # type: ignore[union-attr]
+
+
+@QUEUED_STORES
+def test_priority_orders_the_grants_and_ties_go_by_admission(store: Store, clock: FakeClock) -> None:
+    """Lower priority first; equal priorities (none recorded reads 0) in admission order — here against the ids'
+    order; a run due again after a crash before every run never started, whatever their priorities."""
+    now = clock.now_ms()
+    enqueue(store, "crashed", now - 100, priority=100)
+    queues = {"q": QueueLimits(concurrency=1)}
+    assert runs(store.claim_due(A, TTL, now, 1, queues=queues)) == ["crashed"]  # then A goes silent
+    admitted = [("z-low", 10), ("y-none", None), ("x-high", -5), ("w-zero", 0), ("v-high", -5)]
+    for i, (run, priority) in enumerate(admitted):
+        enqueue(store, run, now - 50 + i, priority=priority)
+    recorded = store.read_run("x-high")
+    assert recorded is not None and recorded.priority == -5
+    order = []
+    at = now + TTL  # A's claim lapsed
+    for _ in range(len(admitted) + 1):
+        got = store.claim_due(B, TTL, at, 1, queues=queues)
+        assert len(got) == 1, order
+        order.append(got[0].run)
+        store.complete(got[0].run, Outcome.completed(None), fence=Fence(B, got[0].fence))
+    assert order == ["crashed", "x-high", "v-high", "y-none", "w-zero", "z-low"]
+
+
+@RACING_STORES
+def test_racing_claimers_never_start_more_than_the_rate_allows(store: Store, reopen: Callable[[], Store],
+                                                                clock: FakeClock) -> None:
+    """Four claimers (store instances of their own) race for a queue of ``rateLimit`` 5 per hour and no other
+    limit: exactly 5 runs start, each once — no two claimers spend one budget."""
+    now = clock.now_ms()
+    for i in range(20):
+        enqueue(store, f"r{i:02d}", now - 100 + i)
+    limits = {"q": QueueLimits(rate_limit=5, rate_period_ms=HOUR)}
+    workers = [reopen() for _ in range(4)]
+    holders = [Holder(f"w{i}", f"host-{i}", i + 10, 1).to_text() for i in range(4)]
+    granted: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(workers))
+
+    def work(i: int) -> None:
+        start.wait()
+        for _ in range(10):
+            mine = workers[i].claim_due(holders[i], TTL, now, 2, queues=limits)
+            with lock:
+                granted.extend(runs(mine))
+            for record in mine:
+                workers[i].complete(record.run, Outcome.completed(None), fence=Fence(holders[i], record.fence))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(granted) == [f"r{i:02d}" for i in range(5)]  # in order, each once, and no more

@@ -28,6 +28,7 @@ from telo.cli.common import (
     time_text,
 )
 from telo.cli.logs import LEVELS
+from telo.cli.queues_cmds import manifest_limits, queue_json, queue_text
 from telo.clock import SYSTEM_CLOCK
 from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code
@@ -49,8 +50,8 @@ def status_view(view: RunView) -> dict[str, Any]:
         out["parked"] = record.parked.to_json()
         if record.parked.at is not None:
             out["parked"]["at"] = json_time(record.parked.at)
-    if view.queue is not None:  # issue 16: its queue, key and — while it waits — what holds the queue's slots
-        out["queue"] = view.queue
+    if view.queue is not None:  # issue 16: its queue, key and — while it waits — what holds it (telo queues)
+        out["queue"] = queue_json(view.queue)
     unconfirmed = unconfirmed_view(view)
     if unconfirmed:
         out["unconfirmedEffects"] = unconfirmed
@@ -83,16 +84,6 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def queue_text(queue: dict[str, Any]) -> str:
-    """``q (key acme)``, and while the run waits what holds the queue's slots: ``… waiting: 3 running hold slots
-    (1 with its key), 0 parked`` (parked runs hold one only if the queue says ``holdSlotWhileParked``)."""
-    text = str(queue["name"]) + (f" (key {queue['key']})" if "key" in queue else "")
-    if "running" in queue:
-        with_key = f" ({queue['runningWithKey']} with its key)" if "runningWithKey" in queue else ""
-        text += f"; waiting for a slot: {queue['running']} running{with_key}, {queue['parked']} parked"
-    return text
-
-
 def resolution_for_humans(resolution: Any) -> Any:
     """An unconfirmed effect's recorded resolution with its ``at`` in the one human time form."""
     if isinstance(resolution, dict) and isinstance(resolution.get("at"), str):
@@ -122,7 +113,7 @@ def status_command(run: str, journal: str | None, manifest: str | None, as_json:
     from telo.operations import runs
 
     with open_store(journal, manifest) as store:
-        view = status_view(runs.status(store, run))
+        view = status_view(runs.status(store, run, queue_config=manifest_limits(store)))
     emit(view if as_json else status_for_humans(view), as_json)
 
 

@@ -26,7 +26,8 @@ from telo.cli.common import (
     table,
     time_text,
 )
-from telo.cli.runs_cmds import queue_text, resolution_for_humans, unconfirmed_view
+from telo.cli.queues_cmds import manifest_limits, queue_json, queue_text
+from telo.cli.runs_cmds import resolution_for_humans, unconfirmed_view
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
@@ -123,7 +124,7 @@ def show_view(store: Store, run: str) -> dict[str, Any]:
     """Everything an operator asks about one run (see docs/cli.md for each member)."""
     from telo.journal import rules
 
-    status = runs_ops.status(store, run)
+    status = runs_ops.status(store, run, queue_config=manifest_limits(store))
     record = status.record
     view: dict[str, Any] = {
         "run": record.run, "status": record.status, "workflow": record.workflow, "journal": store.kind,
@@ -147,7 +148,8 @@ def show_view(store: Store, run: str) -> dict[str, Any]:
         claim["live"] = rules.claim_is_live(record.claim, SYSTEM_CLOCK.now_ms())
         claim["fence"] = record.fence
         view["claim"] = claim
-    view["queue"] = status.queue  # issue 16: its queue and key; while it waits, what holds the queue's slots
+    # issue 16: its queue and key; while it waits, what holds it (telo.operations.queues.why_waiting)
+    view["queue"] = None if status.queue is None else queue_json(status.queue)
     unconfirmed = unconfirmed_view(status)
     if unconfirmed:
         view["unconfirmedEffects"] = unconfirmed

@@ -126,6 +126,11 @@ class MemoryStore(Store):
         with self._lock:
             return [r for r in self._runs.values() if r.queue == queue and r.status in ("running", "parked")]
 
+    def _starts_since(self, queue: str, since_ms: int) -> int:
+        with self._lock:
+            return sum(1 for r in self._runs.values()
+                       if r.queue == queue and r.started_at is not None and r.started_at > since_ms)
+
     def list_runs(self, flt: RunFilter) -> RunPage:
         with self._lock:
             selected = [r for r in self._runs.values() if paging.matches(r, flt)]

@@ -276,6 +276,10 @@ class RunRecord:
     # (evaluated once at admission; replay never re-evaluates it). None: not queued (every upstream row).
     queue: str | None = None
     queue_key: str | None = None
+    # telo extension (issue 16): a queued run's priority (lower first, None reads 0; evaluated at admission) and
+    # the journal's time of its first grant — the start a rateLimit counts (a re-grant never moves it)
+    priority: int | None = None
+    started_at: int | None = None
     # Set by a store that read the record but found part of it damaged (a column that is not JSON, a file line
     # that does not parse): what and where (ERR_DURABLE_JOURNAL_CORRUPT). The damaged fields read as None; the
     # run is listed, shown and can be cancelled, but no worker executes it (issue 12: corruption is isolated).
@@ -306,6 +310,7 @@ class Admission:
     digest_scope: str | None = None
     queue: str | None = None  # issue 16: a queued admission is `scheduled`, due at its admission time
     queue_key: str | None = None
+    priority: int | None = None  # issue 16: the queue's priority of the run (lower first), None: the default 0
 
     @classmethod
     def of(
@@ -320,6 +325,7 @@ class Admission:
         digest_scope: str | None = None,
         queue: str | None = None,
         queue_key: str | None = None,
+        priority: int | None = None,
     ) -> Admission:
         text = encode_value(inputs)
         return cls(
@@ -333,6 +339,7 @@ class Admission:
             digest_scope,
             queue,
             queue_key,
+            priority,
         )
 
 
@@ -354,6 +361,7 @@ class Admission:
             fence=0 if claim is None else 1,
             queue=self.queue,
             queue_key=self.queue_key,
+            priority=self.priority,
         )
 
 

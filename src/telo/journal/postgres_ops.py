@@ -128,7 +128,7 @@ class PgAdmit:
         self.claim = claim
         self.row_values = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
                            a.digest_scope, now_ms, claim.holder if claim else None, claim.until if claim else None,
-                           1 if claim else None, a.queue, a.queue_key)
+                           1 if claim else None, a.queue, a.queue_key, a.priority)
         self.record = a.record(now_ms, claim)
         # A scheduled run that is already due is worth a wake-up (NOTIFY); a future one is found by the sweep,
         # and a running one is executed by its admitter, which claims it right away.

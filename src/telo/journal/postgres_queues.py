@@ -9,7 +9,13 @@ what the previous holder of the lock committed — while claimers of other queue
 not wait. Candidates are picked ``FOR UPDATE SKIP LOCKED`` as the unqueued path picks its runs, so a row another
 write holds is passed over, never waited for. The unqueued path (``postgres_ops.claim_due``: one statement in
 the group commit, issue 14) is untouched; a claim with queues costs, per queue, one transaction of five
-statements: the lock, the count, the dead local holders, the candidates, the grant.
+statements: the lock, the count, the dead local holders, the candidates, the grant — six under a ``rateLimit``.
+
+A rate limit is measured on the **database's** clock, so that workers' clocks do not matter (proposal "Admission
+and dequeue are claims under the limits"): after the lock, one statement reads ``clock_timestamp()`` and counts
+the queue's runs started within the period before it (the ``started`` index), and the grant records that time
+as the ``started_at`` of each run it starts. Without a rate limit the grant reads the database's clock itself.
+A run granted again (``started_at`` set) keeps its first start.
 
 A transaction per queue, and one lock per transaction, is also what keeps two claimers from deadlocking on
 each other's queue locks.
@@ -30,7 +36,7 @@ from telo.journal.claims import holder_is_dead, this_host
 from telo.journal.model import RunRecord
 from telo.journal.postgres_rows import RUN_COLS, record_from_row
 from telo.journal.postgres_sql import DUE_WHERE, FILTERS, PgSql
-from telo.journal.queues import QueueLimits, Tally, fill, wanted_queues
+from telo.journal.queues import Candidate, QueueLimits, Tally, fill, wanted_queues
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -40,11 +46,15 @@ class _Statements:
     table: str  # the runs table, quoted: the advisory lock's key is the table's and the queue's name
     lock: str
     holding: str
+    started: str
     candidates: str
     grant: str
 
 
 _CACHE: dict[str, _Statements] = {}
+# The database's clock in epoch ms: clock_timestamp(), the time the statement reads it (now() would be the
+# transaction's start, before the lock was waited for).
+_DB_NOW = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
 
 def _statements(q: PgSql) -> _Statements:
@@ -60,14 +70,21 @@ def _statements(q: PgSql) -> _Statements:
             holding=fmt("SELECT status, queue_key, claim_holder, claim_until FROM {runs} WHERE queue = %(q)s AND "
                         "((status = 'running' AND claim_holder IS NOT NULL AND claim_until > %(now)s) "
                         "OR (status = 'parked' AND %(hold)s))"),
+            # the database's now, and the queue's starts within the rate window before it
+            started=fmt(f"WITH c AS (SELECT {_DB_NOW} AS now) SELECT c.now, (SELECT count(*) FROM {{runs}} "
+                        "WHERE queue = %(q)s AND started_at > c.now - %(period)s) FROM c"),
             candidates=fmt(
-                "SELECT r.run, r.queue_key, r.status FROM {runs} r WHERE r.queue = %(q)s AND " + DUE_WHERE + FILTERS
+                "SELECT r.run, r.queue_key, r.status, r.started_at IS NOT NULL FROM {runs} r WHERE r.queue = %(q)s "
+                "AND " + DUE_WHERE + FILTERS
                 + " AND NOT (r.run = ANY(%(seen)b::text[])) AND ((r.queue_key IS NULL AND NOT %(null_full)s) "
                 "OR NOT (r.queue_key = ANY(%(full)b::text[]))) AND (NOT %(parked_only)s OR r.status = 'parked') "
-                'ORDER BY r.due_at ASC NULLS FIRST, r.run COLLATE "C" LIMIT %(n)s FOR UPDATE OF r SKIP LOCKED'),
+                "AND (NOT %(started_only)s OR r.started_at IS NOT NULL) "
+                "ORDER BY r.due_at IS NOT NULL, COALESCE(r.priority, 0), r.due_at, r.run COLLATE \"C\" "
+                "LIMIT %(n)s FOR UPDATE OF r SKIP LOCKED"),
             grant=fmt("UPDATE {runs} r SET claim_holder = %(h)s, claim_until = %(until)s, "
                       "claim_fence = COALESCE(r.claim_fence, 0) + 1, status = 'running', parked_path = NULL, "
                       "parked_resource = NULL, parked_token = NULL, parked_reason = NULL, due_at = NULL, "
+                      f"started_at = COALESCE(r.started_at, %(started)s, {_DB_NOW}), "
                       "updated_at = %(now)s WHERE r.run = ANY(%(runs)b::text[]) RETURNING "
                       + ", ".join(f"r.{c}" for c in RUN_COLS)),
         )
@@ -98,19 +115,27 @@ def _grant_queue(conn: psycopg.Connection[Any], st: _Statements, q: PgSql, name:
     for status, key, claim_holder, until in conn.execute(st.holding, {"q": name, "now": now_ms,
                                                                       "hold": limits.hold_parked}):
         tally.add(status, key, claim_holder, until, now_ms, limits)
+    started_at = None  # (None: the grant reads the database's clock itself)
+    if limits.rate_limit is not None and limits.rate_period_ms is not None:
+        row = conn.execute(st.started, {"q": name, "period": limits.rate_period_ms}).fetchone()
+        assert row is not None
+        started_at, tally.started = int(row[0]), int(row[1])
     # dead local holders' live-by-time claims of due runs are taken over, as by the unqueued path
     dead = [h for h in _local_holders(conn, q, now_ms) if holder_is_dead(h)]
 
-    def read(n: int, full: list[str | None], parked_only: bool, seen: list[str]) -> list[tuple[str, str | None, str]]:
+    def read(n: int, full: list[str | None], parked_only: bool, started_only: bool,
+             seen: list[str]) -> list[Candidate]:
         return conn.execute(st.candidates, {**filters, "q": name, "now": now_ms, "dead": dead, "seen": seen,
                                             "null_full": None in full, "full": [k for k in full if k is not None],
-                                            "parked_only": parked_only, "n": n}).fetchall()
+                                            "parked_only": parked_only, "started_only": started_only,
+                                            "n": n}).fetchall()
 
     chosen = fill(tally, limits, wanted, read)
     if not chosen:
         return []
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(st.grant, {"h": holder, "until": now_ms + ttl_ms, "now": now_ms, "runs": chosen}).fetchall()
+        rows = cur.execute(st.grant, {"h": holder, "until": now_ms + ttl_ms, "now": now_ms, "runs": chosen,
+                                      "started": started_at}).fetchall()
     records = {record.run: record for record in map(record_from_row, rows)}
     return [records[run] for run in chosen if run in records]
 

@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 from telo.journal import paging
 from telo.journal.claims import holder_is_dead, this_host
 from telo.journal.model import Entry, RunFilter, RunPage, RunRecord
+from telo.journal.postgres_queue_reads import PgQueueReads
 from telo.journal.postgres_rows import db_errors, entry_from_row, record_from_row
 from telo.journal.postgres_sql import PgSql
 
@@ -63,7 +64,7 @@ class LoopReads(Generic[V]):
         reading.add_done_callback(answer)
 
 
-class PgReads:
+class PgReads(PgQueueReads):
     """The read half of :class:`telo.journal.postgres.PostgresStore` (which provides the attributes below)."""
 
     _q: PgSql

@@ -103,6 +103,8 @@ def record_from_row(row: Mapping[str, Any]) -> RunRecord:
         fence=row["claim_fence"] or 0,  # NULL in rows upstream wrote, or claimed only by upstream processes
         queue=row.get("queue"),  # issue 16 (NULL: not queued)
         queue_key=row.get("queue_key"),
+        priority=row.get("priority"),
+        started_at=row.get("started_at"),
         corrupt="; ".join(damage) or None,
     )
 

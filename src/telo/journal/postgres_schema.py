@@ -64,6 +64,8 @@ RUN_EXTENSION_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("claim_fence", "BIGINT"),  # the fencing token of the latest claim grant (telo.journal.claims)
     ("queue", "TEXT"),  # issue 16: the Local.Queue of a queued run (telo.journal.queues) ...
     ("queue_key", "TEXT"),  # ... and its concurrency key's value, evaluated once at admission
+    ("priority", "BIGINT"),  # ... its priority (lower first; NULL reads 0), evaluated once at admission
+    ("started_at", "BIGINT"),  # ... and its first grant's time on the database's clock: the start a rateLimit counts
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -111,6 +113,7 @@ class Names:
             f"{self.prefix}_runs_due_idx",
             f"{self.prefix}_runs_created_idx",
             f"{self.prefix}_runs_queue_idx",  # telo extension (issue 16)
+            f"{self.prefix}_runs_started_idx",  # telo extension (issue 16): a rateLimit's window
         )
 
 
@@ -227,7 +230,7 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
                         ident, sql.Identifier(column), sql.SQL(type_)
                     ),
                 )
-    seq_idx, token_idx, due_idx, created_idx, queue_idx = (sql.Identifier(n) for n in index_names)
+    seq_idx, token_idx, due_idx, created_idx, queue_idx, started_idx = (sql.Identifier(n) for n in index_names)
     wanted = (
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run, seq)").format(seq_idx, entries),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (parked_token) WHERE parked_token IS NOT NULL").format(
@@ -240,6 +243,9 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
         ),
         # telo extension (issue 16): a queue's runs, counted and picked by every queued claim
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (queue, status) WHERE queue IS NOT NULL").format(queue_idx, runs),
+        # ... and the starts a rateLimit counts in its window (only queued runs record started_at)
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (queue, started_at) WHERE started_at IS NOT NULL").format(
+            started_idx, runs),
     )
     for name, stmt in zip(index_names, wanted, strict=True):
         if name not in existing:

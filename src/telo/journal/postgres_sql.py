@@ -79,13 +79,14 @@ _APPEND_MANY: Final = (
 # A group of admissions, each optionally claimed with its row (fencing token 1); RETURNING names those admitted.
 _ADMIT_MANY: Final = (
     "INSERT INTO {runs} (run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
-    "digest_scope, created_at, updated_at, epoch, claim_holder, claim_until, claim_fence, queue, queue_key) "
+    "digest_scope, created_at, updated_at, epoch, claim_holder, claim_until, claim_fence, queue, queue_key, "
+    "priority) "
     "SELECT u.run, u.status, u.due_at, u.inputs, u.inputs_v, u.workflow, u.digest, u.scope, u.now, u.now, 0, "
-    "u.holder, u.until, u.fence, u.queue, u.queue_key "
+    "u.holder, u.until, u.fence, u.queue, u.queue_key, u.priority "
     "FROM unnest(%b::text[], %b::text[], %b::bigint[], %b::text[], %b::integer[], %b::text[], %b::text[], "
-    "%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[]) WITH ORDINALITY "
-    "AS u(run, status, due_at, inputs, inputs_v, workflow, digest, scope, now, holder, until, fence, queue, "
-    "queue_key, ord) "
+    "%b::text[], %b::bigint[], %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[], %b::bigint[]) "
+    "WITH ORDINALITY AS u(run, status, due_at, inputs, inputs_v, workflow, digest, scope, now, holder, until, "
+    "fence, queue, queue_key, priority, ord) "
     "ORDER BY u.ord ON CONFLICT (run) DO NOTHING RETURNING run"
 )
 # A group of completions (distinct runs), each fenced or not; RETURNING the settled records.

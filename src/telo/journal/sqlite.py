@@ -43,9 +43,11 @@ from telo.journal.queues import QueueLimits
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
+from telo.journal.sqlite_migrate import create_schema
 from telo.journal.sqlite_open import unopenable
+from telo.journal.sqlite_queue_reads import SqliteQueueReads
 from telo.journal.sqlite_rows import error_json, reasons_json
-from telo.journal.sqlite_schema import Sql, check_options, connect, create_schema
+from telo.journal.sqlite_schema import Sql, check_options, connect
 from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
 from telo.journal.sqlite_writer import sqlite_writer
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction
@@ -58,7 +60,7 @@ def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
     pool.close()
 
 
-class SqliteStore(Store, GroupCommitStore):
+class SqliteStore(SqliteQueueReads, Store, GroupCommitStore):
     """A journal in one SQLite file (see the module docstring); its writes queued from an event loop share the
     group commit (:class:`telo.journal.store.GroupCommitStore`).
 

@@ -42,9 +42,11 @@ def _statements(runs: str, due_where: str) -> tuple[str, str, str]:
     # live-by-time claims of holders on this host: due_order keeps those whose process is gone
     held = (f"SELECT r.run, r.due_at, r.claim_holder FROM {runs} r WHERE {due_where}{_FILTERS} AND r.queue IS NULL "
             "AND r.claim_holder IS NOT NULL AND r.claim_until > :now AND instr(r.claim_holder, :host) > 0")
-    # granted and started: a scheduled run runs, a due park is lifted (what the execution would write first)
+    # granted and started: a scheduled run runs, a due park is lifted (what the execution would write first);
+    # a queued run's first grant is its start, which a rateLimit counts (telo.journal.queues)
     grant = (f"UPDATE {runs} SET claim_holder = :holder, claim_until = :until, "
              f"claim_fence = ifnull(claim_fence, 0) + 1, status = 'running', {CLEAR_PARK}, due_at = NULL, "
+             "started_at = CASE WHEN queue IS NULL THEN started_at ELSE ifnull(started_at, :now) END, "
              "updated_at = :now WHERE run IN (SELECT value FROM json_each(:runs)) "
              "AND (claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now "
              f"OR claim_holder IN (SELECT value FROM json_each(:dead))) RETURNING {RECORD_SELECT}")

@@ -40,7 +40,7 @@ class AdmitOp:
         self.claim = claim
         self.params = (a.run, a.status, a.due_at, a.inputs, a.inputs_v, a.workflow, a.manifest_digest,
                        a.digest_scope, now_ms, now_ms, claim.holder if claim else None,
-                       claim.until if claim else None, 1 if claim else 0, a.queue, a.queue_key)
+                       claim.until if claim else None, 1 if claim else 0, a.queue, a.queue_key, a.priority)
         self.record = a.record(now_ms, claim)
 
     def __call__(self, conn: sqlite3.Connection) -> AdmitResult:

@@ -24,7 +24,7 @@ RECORD_SELECT: Final = (
     "run, status, due_at, parked_path, parked_resource, parked_token, parked_at, parked_reason, "
     "inputs, inputs_codec_version, result, result_codec_version, error, collapsed_regions, "
     "collapse_reasons, replayed_steps, manifest_digest, digest_scope, workflow, created_at, updated_at, "
-    "claim_holder, claim_until, epoch, claim_fence, queue, queue_key"
+    "claim_holder, claim_until, epoch, claim_fence, queue, queue_key, priority, started_at"
 )
 ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq, checksum, written_at"
 
@@ -35,7 +35,8 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
     (
         run, status, due_at, p_path, p_resource, p_token, p_at, p_reason,
         inputs, inputs_v, result, result_v, error, collapsed, reasons, replayed,
-        digest, scope, workflow, created, updated, holder, until, epoch, fence, queue, queue_key,
+        digest, scope, workflow, created, updated, holder, until, epoch, fence, queue, queue_key, priority,
+        started_at,
     ) = row  # fmt: skip
     damage: list[str] = []
     error = json_column(error, "error", dict, damage)
@@ -63,6 +64,8 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
         fence=fence or 0,
         queue=queue,
         queue_key=queue_key,
+        priority=priority,
+        started_at=started_at,
         corrupt="; ".join(damage) or None,
     )
 

@@ -14,13 +14,8 @@ runs`` that also checks the run exists and hands the seq back through ``RETURNIN
 statement and writes no run row. ``truncate_before`` raises ``last_seq`` to the greatest seq it saw before
 deleting, so numbers are never reused after compaction and ``seq`` stays strictly increasing per run.
 
-The schema version lives in ``PRAGMA user_version``; tables and indexes are created with ``IF NOT EXISTS``
-inside ``BEGIN IMMEDIATE``, so two processes opening a fresh file at once serialise on SQLite's write lock and
-the second one finds everything in place. Version 2 added ``claim_fence``, version 3 the entries'
-``checksum`` (:mod:`telo.journal.integrity`), version 4 the entries' ``written_at`` (``Entry.at``, epoch ms from
-the store's clock), version 5 the runs' ``queue`` and ``queue_key`` (issue 16, :mod:`telo.journal.queues`) and
-their index: an older journal gains the columns (``ALTER TABLE … ADD COLUMN``; NULL reads as token 0, as an entry
-written without a checksum, as an entry without a time, and as a run of no queue) the first time this telo opens it.
+The schema version (:data:`SCHEMA_VERSION`, in ``PRAGMA user_version``) and how a journal of an older one is
+upgraded in place are :mod:`telo.journal.sqlite_migrate`'s.
 """
 
 from __future__ import annotations
@@ -35,7 +30,7 @@ from typing import Final
 from telo.errors import Code, JournalError
 from telo.journal.sqlite_rows import ENTRY_SELECT, RECORD_SELECT
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6  # what each version added: telo.journal.sqlite_migrate
 SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
 # RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
 MIN_SQLITE: Final = (3, 35, 0)
@@ -72,6 +67,8 @@ RUN_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("claim_fence", "INTEGER"),
     ("queue", "TEXT"),  # issue 16: the Local.Queue of a queued run, and its concurrency key's value
     ("queue_key", "TEXT"),
+    ("priority", "INTEGER"),  # issue 16: the queued run's priority (NULL reads 0) and its first grant's time
+    ("started_at", "INTEGER"),
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -93,12 +90,12 @@ _MULTI_INSERT: dict[tuple[str, int], str] = {}
 _MULTI_ADMIT: dict[tuple[str, int], str] = {}
 _MULTI_COMPLETE: dict[tuple[str, int], str] = {}
 
-# An admission's row: 15 parameters (then its first claim and its token, NULL, NULL, 0 for none; then its queue
-# and key) and epoch 0.
+# An admission's row: 16 parameters (then its first claim and its token, NULL, NULL, 0 for none; then its queue,
+# key and priority) and epoch 0.
 _ADMIT_COLUMNS: Final = ("run, status, due_at, inputs, inputs_codec_version, workflow, manifest_digest, "
                          "digest_scope, created_at, updated_at, claim_holder, claim_until, claim_fence, queue, "
-                         "queue_key, epoch")
-_ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
+                         "queue_key, priority, epoch")
+_ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
 # A fenced write's condition: the run's claim is still the execution's (named parameters :holder, :token).
 FENCED: Final = "claim_holder = :holder AND claim_fence = :token"
 CLEAR_PARK: Final = ("parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, "
@@ -168,6 +165,9 @@ class Sql:
             f"CREATE INDEX IF NOT EXISTS {prefix}_runs_created_idx ON {runs} (ifnull(created_at, 0), run)",
             # telo extension (issue 16): a queue's runs, counted and picked by every queued claim
             f"CREATE INDEX IF NOT EXISTS {prefix}_runs_queue_idx ON {runs} (queue, status) WHERE queue IS NOT NULL",
+            # ... and the starts a rateLimit counts in its window (only queued runs record started_at)
+            f"CREATE INDEX IF NOT EXISTS {prefix}_runs_started_idx ON {runs} (queue, started_at) "
+            "WHERE started_at IS NOT NULL",
         )
         clear_park = CLEAR_PARK
         # reference §7 dueRuns, with the claim condition split out: due_free takes unclaimed and lapsed
@@ -182,7 +182,7 @@ class Sql:
             entries=entries,
             due_where=due_where,
             index_names=tuple(f"{prefix}_runs_{n}_idx" for n in ("entries_seq", "parked_token", "due", "created",
-                                                                        "queue")),
+                                                                        "queue", "started")),
             ddl=ddl,
             admit=f"INSERT OR IGNORE INTO {runs} ({_ADMIT_COLUMNS}) VALUES ({_ADMIT_VALUES})",
             select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",
@@ -271,7 +271,7 @@ class Sql:
         return text
 
     def admit_many(self, rows: int) -> str:
-        """``INSERT OR IGNORE`` of ``rows`` admissions (15 parameters each), returning the runs inserted."""
+        """``INSERT OR IGNORE`` of ``rows`` admissions (16 parameters each), returning the runs inserted."""
         text = _MULTI_ADMIT.get((self.runs, rows))
         if text is None:
             values = ", ".join([f"({_ADMIT_VALUES})"] * rows)
@@ -379,50 +379,3 @@ def check_options(path: str, synchronous: str) -> str:
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     return mode
-
-
-def create_schema(conn: sqlite3.Connection, sql: Sql, path: str) -> None:
-    """Create the tables and indexes if missing, and record the schema version (see the module docstring).
-
-    A journal that is already complete is only read: opening a store must not wait for the write lock,
-    which a running transaction may hold for a while.
-    """
-    if _schema_version(conn, path) == SCHEMA_VERSION and _complete(conn, sql):
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = _schema_version(conn, path)
-        for stmt in sql.ddl[:2]:  # the tables, then their missing columns, then the indexes (which may use them)
-            conn.execute(stmt)
-        for table, columns in ((sql.runs, RUN_COLUMNS), (sql.entries, ENTRY_COLUMNS)):
-            have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-            for name, kind in columns:
-                if name not in have:  # a journal of an older schema version (see the module docstring)
-                    conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
-        for stmt in sql.ddl[2:]:
-            conn.execute(stmt)
-        if version < SCHEMA_VERSION:
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-
-
-def _schema_version(conn: sqlite3.Connection, path: str) -> int:
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise JournalError(
-            Code.JOURNAL_SCHEMA_NEWER,
-            f"the SQLite journal {path!r} has schema version {version}; this telo knows up to {SCHEMA_VERSION}",
-            hint="upgrade telo to open this journal",
-            data={"path": path, "version": version},
-        )
-    return version
-
-
-def _complete(conn: sqlite3.Connection, sql: Sql) -> bool:
-    wanted = {sql.runs, sql.entries, *sql.index_names}
-    found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
-    return wanted <= found

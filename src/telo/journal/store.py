@@ -39,10 +39,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
+from telo.journal import queue_reads
 from telo.journal.chain import WriteChain
 from telo.journal.claims import DEFAULT_TTL_MS, Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
-from telo.journal.queues import QueueLimits, Tally, grant, wanted_queues
+from telo.journal.queues import QueueLimits, Tally, grant, queue_order, wanted_queues
 
 WakeCallback = Callable[[str], None]
 _SCAN_ALL = 1 << 62  # due_runs' limit when every due run is a candidate
@@ -147,7 +148,10 @@ class Store(abc.ABC):
         ``queues`` names its queue, and only while the queue's limits leave room, counted inside the granting
         transaction (or lock); a caller that knows no queue's limits never starts a queued run. The unqueued
         due runs are granted first, then each queue's in name order, each from its own candidates, so a queue
-        at its limit keeps nothing else from being claimed.
+        at its limit keeps nothing else from being claimed. A queue's runs are granted in
+        :func:`telo.journal.queues.queue_order` (priority, then admission); a queued run's first grant records
+        ``started_at`` — ``now_ms`` here and on SQLite, the database's clock on PostgreSQL — which a ``rateLimit``
+        counts.
 
         This generic form lists due runs and claims and starts them one by one (the memory and file journals).
         """
@@ -163,11 +167,12 @@ class Store(abc.ABC):
                 continue
             due.append(record)
 
-        def start(run: str) -> None:
+        def start(run: str, first: bool = False) -> None:
             token = self.claim(run, holder, ttl_ms, now_ms)
             if token is not None:
+                extra = {"started_at": now_ms} if first else {}  # (a queued run's start: never moved again)
                 granted.append(self.update_run(run, fence=Fence(holder, token), status="running", parked=None,
-                                               due_at=None))
+                                               due_at=None, **extra))
 
         for record in due:
             if len(granted) >= limit:
@@ -182,15 +187,36 @@ class Store(abc.ABC):
                 claim = other.claim
                 tally.add(other.status, other.queue_key, claim.holder if claim else None,
                           claim.until if claim else None, now_ms, limits)
-            candidates = [(r.run, r.queue_key, r.status) for r in due if r.queue == name]
+            if limits.rate_limit is not None and limits.rate_period_ms is not None:
+                tally.started = self._starts_since(name, now_ms - limits.rate_period_ms)
+            mine = {r.run: r for r in sorted((r for r in due if r.queue == name), key=queue_order)}
+            candidates = [(r.run, r.queue_key, r.status, r.started_at is not None) for r in mine.values()]
             for run in grant(candidates, tally, limits, limit - len(granted)):
-                start(run)
+                start(run, first=mine[run].started_at is None)
         return granted
+
+    def _starts_since(self, queue: str, since_ms: int) -> int:
+        """How many runs of ``queue`` started after ``since_ms`` (its rate window; the generic form reads every
+        run — the memory store overrides it, the SQL stores count in their granting transaction)."""
+        return sum(1 for r in self.iter_all_runs()
+                   if r.queue == queue and r.started_at is not None and r.started_at > since_ms)
 
     def runs_of_queue(self, queue: str) -> list[RunRecord]:
         """The ``running`` and ``parked`` runs of ``queue``: those that may hold its slots (``telo status`` counts
         them; the generic form reads every run, the SQL stores use their ``queue`` index)."""
         return [r for r in self.iter_all_runs() if r.queue == queue and r.status in ("running", "parked")]
+
+    def queue_snapshot(self, queue: str, now_ms: int, *, ahead_of: RunRecord | None = None, oldest: int = 0,
+                       rate: tuple[int, int] | None = None) -> queue_reads.QueueSnapshot:
+        """What ``queue`` holds and what waits in it at ``now_ms``, in one read (:mod:`telo.journal.queue_reads`):
+        its live runs counted by state and key; given ``ahead_of`` (a run of it), those before that run in grant
+        order; the ``oldest`` runs waiting for a slot; given ``rate`` (limit, period ms), its starts in the
+        window. The generic form reads every run; the SQL stores read the queue's indexes."""
+        return queue_reads.snapshot(self.iter_all_runs(), queue, now_ms, ahead_of=ahead_of, oldest=oldest, rate=rate)
+
+    def queue_names(self) -> list[str]:
+        """The queues with runs in this journal, whatever their status, sorted (the dashboard's queue list)."""
+        return queue_reads.names(self.iter_all_runs())
 
     @abc.abstractmethod
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:

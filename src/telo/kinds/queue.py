@@ -1,12 +1,12 @@
 """``DurableLocal.Queue``: admission control for the workflows that name it (issue 16;
-docs/proposals/admission-control.md, the slice built: concurrency, workerConcurrency, concurrencyKey,
-holdSlotWhileParked).
+docs/proposals/admission-control.md, the slices built: concurrency, workerConcurrency, concurrencyKey,
+holdSlotWhileParked; rateLimit and priority).
 
 A queue is a resource, not workflow fields, because its limits are shared: "ten payment runs at once" spans
 every workflow naming it. The limits are enforced by the journal, in the transaction that grants runs
-(:mod:`telo.journal.queues`); this resource only says what they are, evaluates a run's concurrency key once at
-admission, and counts what this process executes (``workerConcurrency`` is per process, so only the process can
-count it).
+(:mod:`telo.journal.queues`); this resource only says what they are, evaluates a run's concurrency key and
+priority once at admission, and counts what this process executes (``workerConcurrency`` is per process, so only
+the process can count it).
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 from telo.errors import Code, TeloError
 from telo.journal.queues import QueueLimits
 from telo.kinds.journals import Journal, compile_time
+from telo.kinds.slot_waits import SlotWaits
 from telo.runtime.resource import Resource
+from telo.specs.durations import duration_ms
+
+_INT64 = 1 << 63  # a priority is a column of 64-bit integers (SQLite INTEGER, PostgreSQL BIGINT)
 
 if TYPE_CHECKING:
     from telo.runtime.resource import Host
@@ -29,6 +33,7 @@ class Queue(Resource):
     def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
         super().__init__(app, name, config, module)
         self.executing = 0  # runs of this queue executing in this process (workerConcurrency counts them)
+        self.waits = SlotWaits()  # its runs waiting for a slot in this process (telo.kinds.slot_waits)
 
     async def init(self) -> None:
         where = f"{self.kind} {self.name!r}"
@@ -39,7 +44,33 @@ class Queue(Resource):
                                                                          where=f"{where}.concurrencyKey.key")
         self.key_limit = None if keyed is None else int(keyed["limit"])
         self.hold_parked = bool(self.config.get("holdSlotWhileParked", False))
+        self.rate_limit, self.rate_period_ms = self._rate(where)
+        priority = self.config.get("priority")
+        self.priority_ev = None if priority is None else self.app.compiler.value(priority, where=f"{where}.priority")
         refuse_file_journal(self.journal, f"{where} is on", self.name)
+
+    def _rate(self, where: str) -> tuple[int | None, int | None]:
+        """``rateLimit: {limit, period}``: an integer ≥ 1 and a positive duration (of at least 1 ms)."""
+        rate = self.config.get("rateLimit")
+        if rate is None:
+            return None, None
+        limit = compile_time(self.app, rate.get("limit"), f"{where}.rateLimit.limit")
+        if type(limit) is not int or limit < 1:
+            raise TeloError(Code.MANIFEST_VALIDATION_FAILED, f"{where}.rateLimit.limit must be an integer ≥ 1, got "
+                            f"{limit!r}", hint="write e.g. rateLimit: { limit: 100, period: 1m }",
+                            data={"queue": self.name, "field": "rateLimit.limit"})
+        period = compile_time(self.app, rate.get("period"), f"{where}.rateLimit.period")
+        try:
+            ms = duration_ms(period)
+        except ValueError as exc:
+            ms, reason = 0.0, str(exc)
+        else:
+            reason = f"got {period!r}"
+        if ms < 1:
+            raise TeloError(Code.MANIFEST_VALIDATION_FAILED, f"{where}.rateLimit.period must be a positive duration "
+                            f"(1ms or more): {reason}", hint="write e.g. rateLimit: { limit: 100, period: 1m }",
+                            data={"queue": self.name, "field": "rateLimit.period"})
+        return limit, int(ms)
 
     def _limit(self, field: str, where: str) -> int | None:
         raw = self.config.get(field)
@@ -69,7 +100,20 @@ class Queue(Resource):
     def limits(self) -> QueueLimits:
         """The limits a claim of this process passes to the journal now (its free ``workerConcurrency``)."""
         free = None if self.worker_concurrency is None else max(self.worker_concurrency - self.executing, 0)
-        return QueueLimits(self.concurrency, self.key_limit, free, self.hold_parked)
+        return QueueLimits(self.concurrency, self.key_limit, free, self.hold_parked, self.rate_limit,
+                           self.rate_period_ms)
+
+    def priority_of(self, inputs: Any) -> int | None:
+        """The run's priority (lower first), evaluated once at admission and recorded like its key; None when the
+        queue has no ``priority`` (read as 0). ``ERR_INPUT_INVALID`` unless it is a 64-bit integer."""
+        if self.priority_ev is None:
+            return None
+        value = self.priority_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
+        if isinstance(value, int) and not isinstance(value, bool) and -_INT64 <= value < _INT64:
+            return int(value)
+        raise TeloError(Code.INPUT_INVALID, f"{self.priority_ev.where}: a priority must be an integer (lower runs "
+                        f"first), got {type(value).__name__} {value!r}",
+                        hint="e.g. priority: !cel \"inputs.tier == 'gold' ? 0 : 10\"", data={"queue": self.name})
 
     def key_of(self, inputs: Any) -> str | None:
         """The run's concurrency key, evaluated once at admission and recorded (never re-evaluated on replay)."""

@@ -10,11 +10,17 @@ path of this process starts a queued run past its limits.
 
 ``workerConcurrency`` is per process: a queue counts its runs granted to this process until their execution
 rests (:attr:`telo.kinds.queue.Queue.executing`), counted at the grant, before anything else can ask.
+
+The runs of one queue waiting in this process ask **together** (:mod:`telo.kinds.slot_waits`; the proposal's step 3,
+priority): each ask names every one of them, so the journal grants them in the queue's order — priority, then
+admission (:func:`telo.journal.queues.queue_order`). Asked one by one, whichever waiter happened to ask first
+after a slot freed would take it. Waits in other processes ask for their own runs; a worker's sweep grants the
+queue's due runs in order.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,9 +60,9 @@ class Workflow(Protocol):
 
 
 def queued_admission(queue: Queue, admission: Admission, inputs: Any, now_ms: int) -> Admission:
-    """The admission of a queued run: ``scheduled``, due now, its queue and key recorded (the key evaluated
-    here, once: replay never re-evaluates it)."""
-    return replace(admission, status="scheduled", due_at=now_ms, queue=queue.name, queue_key=queue.key_of(inputs))
+    """The admission of a queued run: ``scheduled``, due now, its queue, key and priority recorded (evaluated
+    here, once: replay never re-evaluates them)."""
+    return replace(admission, status="scheduled", due_at=now_ms, **queue_fields(queue, inputs))
 
 
 def queue_limits(queue: Queue) -> Mapping[str, QueueLimits]:
@@ -86,9 +92,11 @@ def wait_for_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tupl
 
 
 def queue_fields(queue: Queue | None, inputs: Any) -> dict[str, Any]:
-    """``Admission.of`` arguments recording a scheduled run's queue and key (``Local.Schedule``, ``telo
-    schedule``): once due, it is granted like a started one, under the queue's limits."""
-    return {} if queue is None else {"queue": queue.name, "queue_key": queue.key_of(inputs)}
+    """``Admission.of`` arguments recording a run's queue, key and priority (a start; ``Local.Schedule``, ``telo
+    schedule``: once due, it is granted like a started one, under the queue's limits and in its order)."""
+    if queue is None:
+        return {}
+    return {"queue": queue.name, "queue_key": queue.key_of(inputs), "priority": queue.priority_of(inputs)}
 
 
 async def await_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tuple[str, ...]) -> None:
@@ -103,13 +111,27 @@ async def await_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: t
 
 
 async def _await_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tuple[str, ...]) -> None:
+    waits = queue.waits
+    waits.runs[run] = wf.holder
+    try:
+        await _wait_in_line(wf, queue, run, inputs, chain)
+    finally:
+        left = waits.leave(run)
+        if left is not None:  # granted by another waiter's ask as this one stopped waiting: give it back
+            slot_done(queue)
+            with contextlib.suppress(TeloError):
+                await wf.store.release(run, left)
+
+
+async def _wait_in_line(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: tuple[str, ...]) -> None:
     store = wf.store
+    looked = -1
     while True:
         if shutdown.draining():
             wf.app.run_rested(RunOutcome(run, "scheduled"))
             return
         try:
-            fence = await claim_queued(wf, queue, run, wf.holder)
+            fence, looked = await queue.waits.take(wf.store, wf.app.clock, queue, run, looked)
             record = None if fence is not None else await store.read_run(run)
         except TeloError as exc:
             if not halts(exc):
@@ -123,14 +145,16 @@ async def _await_slot(wf: Workflow, queue: Queue, run: str, inputs: Any, chain: 
             if record is not None:
                 wf.app.run_rested(_settled(record))
             return
-        if record.status != "scheduled" and claim_is_live(record.claim, wf.app.clock.now_ms()):
+        # claimed by this process's holder: an ask of another waiter here granted it and has yet to hand it over
+        mine = record.claim is not None and record.claim.holder == wf.holder
+        if record.status != "scheduled" and claim_is_live(record.claim, wf.app.clock.now_ms()) and not mine:
             holder = record.claim.holder if record.claim is not None else None
             wf.app.run_rested(RunOutcome(run, "elsewhere", holder=holder))
             return  # a worker was granted it first
         if record.status == "parked":
             wf.app.run_rested(RunOutcome(run, "parked", parked=record.parked.to_json() if record.parked else None))
             return  # executed elsewhere and parked meanwhile: whoever is due to continue it does
-        await asyncio.sleep(SLOT_RECHECK_MS / 1000)
+        await queue.waits.pause(run, SLOT_RECHECK_MS / 1000)
 
 
 def _settled(record: Any) -> RunOutcome:

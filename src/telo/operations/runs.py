@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +22,9 @@ from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint, Event
 from telo.journal.lineage import Origin
 from telo.journal.model import STATUSES, RunFilter, RunPage, RunRecord
-from telo.journal.rules import claim_is_live
 from telo.journal.store import Store
+from telo.operations import queues
+from telo.operations.queues import QueueConfig
 
 POLL_S = 0.1  # how often a wait for a run to settle reads its record again
 
@@ -40,7 +42,7 @@ class RunView:
     entries: int | None = None
     log_error: TeloError | None = None
     origin: Origin | None = None
-    # issue 16: for a queued run still waiting, what holds its queue's slots now (queue_view)
+    # issue 16: a queued run's queue and, while it waits, what holds the queue's slots and why (queue_view)
     queue: dict[str, object] | None = None
 
     @property
@@ -53,9 +55,11 @@ class RunView:
         return is_held(self.record)
 
 
-def status(store: Store, run: str, *, lenient: bool = False) -> RunView:
+def status(store: Store, run: str, *, lenient: bool = False,
+           queue_config: Callable[[str], QueueConfig | None] | None = None) -> RunView:
     """The run's record and log summary; ``ERR_DURABLE_RUN_NOT_FOUND`` for an unknown run. A log that does not
-    read raises, unless ``lenient`` (a dashboard still shows the record of a run it cannot fully read)."""
+    read raises, unless ``lenient`` (a dashboard still shows the record of a run it cannot fully read).
+    ``queue_config``: the limits of a queue by name, for a queued run waiting for a slot (:func:`queue_view`)."""
     record = require_run(store, run)
     try:
         state = eventlog.recover(store, run)
@@ -64,29 +68,21 @@ def status(store: Store, run: str, *, lenient: bool = False) -> RunView:
             raise
         return RunView(record, log_error=exc)
     return RunView(state.record or record, unconfirmed_effects(state), state.epoch, len(state.entries),
-                   origin=state.origin, queue=queue_view(store, state.record or record))
+                   origin=state.origin, queue=queue_view(store, state.record or record, queue_config))
 
 
-def queue_view(store: Store, record: RunRecord) -> dict[str, object] | None:
-    """A queued run's queue and key and, while it waits (``scheduled``), why: how many of the queue's runs hold
-    a slot now — ``running`` under a live claim, the rule the journal grants by (telo.journal.queues) — and how
-    many of them share its key, and how many are parked (they hold a slot if the queue says
-    ``holdSlotWhileParked``, which the journal does not record)."""
+def queue_view(store: Store, record: RunRecord,
+               queue_config: Callable[[str], QueueConfig | None] | None = None) -> dict[str, object] | None:
+    """A queued run's queue and key and, while it waits (``scheduled``), why: what holds the queue's slots, its
+    position among the runs waiting for one and — given ``queue_config`` (a queue's limits by name, looked up
+    only for a waiting run: the journal does not record them) — which limits hold it
+    (:func:`telo.operations.queues.why_waiting`)."""
     if record.queue is None:
         return None
-    out: dict[str, object] = {"name": record.queue}
-    if record.queue_key is not None:
-        out["key"] = record.queue_key
-    if record.status != "scheduled":
-        return out
-    now = SYSTEM_CLOCK.now_ms()
-    others = store.runs_of_queue(record.queue)
-    running = [r for r in others if r.status == "running" and claim_is_live(r.claim, now)]
-    out["running"] = len(running)
-    if record.queue_key is not None:
-        out["runningWithKey"] = sum(1 for r in running if r.queue_key == record.queue_key)
-    out["parked"] = sum(1 for r in others if r.status == "parked")
-    return out
+    config = None
+    if record.status == "scheduled" and queue_config is not None:
+        config = queue_config(record.queue)
+    return queues.why_waiting(store, record, config)
 
 
 def read_record(store: Store, run: str) -> RunRecord:

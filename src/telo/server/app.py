@@ -7,6 +7,9 @@ Pages                                  JSON
 (live refresh of the pages)            ``GET /api/events``                server-sent events: the runs changed
                                        ``GET /api/runs/{run}/events``     server-sent events: the run changed
 (the run page's checkpoints)           ``GET /api/runs/{run}/checkpoints`` restore and fork points
+``GET /queues``                        ``GET /api/queues``                queues with runs: depth, holding
+``GET /queues/{queue}``                ``GET /api/queues/{queue}``        a queue per key and process, oldest
+(live refresh of a queue page)         ``GET /api/queues/{queue}/events`` server-sent events: it changed
 (forms on the pages)                   ``POST /api/...``                  the operator's actions: :mod:`.operate`
 
 A run id can hold any character, so it travels percent-encoded as ONE path segment (``/`` as ``%2F``); the
@@ -41,6 +44,7 @@ from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions
 from telo.server import console, live, operate, search, views
+from telo.server import queues as queue_pages
 from telo.server.operate import run_param, run_url
 from telo.server.security import CSRF_FIELD, Guard
 
@@ -60,6 +64,7 @@ _STATUS_OF: Mapping[str, int] = {
     Code.DURABLE_RUN_EXISTS: 409,
     Code.RUN_BUSY: 409,
     Code.CHECKPOINT_NOT_FOUND: 404,
+    Code.QUEUE_NOT_FOUND: 404,
 }
 
 
@@ -91,6 +96,7 @@ def _templates() -> Jinja2Templates:
     env = jinja2.Environment(loader=jinja2.PackageLoader("telo.server", "templates"),
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True))
     env.filters["run_url"] = run_url
+    env.filters["queue_url"] = queue_pages.queue_url
     env.filters["time"] = _time_text
     env.filters["duration"] = _duration_text
     env.filters["json"] = _json_text
@@ -145,7 +151,25 @@ class Dashboard:
                                                "checkpoints": found, "keep_keys_field": views.KEEP_KEYS_FIELD,
                                                "fork_note": partial(actions.fork_keys_note, keep=views.KEEP_KEYS_ASK)})
 
+    async def queues_page(self, request: Request) -> Response:
+        return self.page(request, "queues.html", {"listing": await self.call(queue_pages.queue_list)})
+
+    async def queue_page(self, request: Request) -> Response:
+        detail = await self.call(queue_pages.queue_detail, queue_pages.queue_param(request))
+        return self.page(request, "queue.html", {"queue": detail})
+
     # --- JSON -----------------------------------------------------------------------------------------
+
+    async def api_queues(self, request: Request) -> Response:
+        return JSONResponse(await self.call(queue_pages.queue_list))
+
+    async def api_queue(self, request: Request) -> Response:
+        return JSONResponse(await self.call(queue_pages.queue_detail, queue_pages.queue_param(request)))
+
+    async def api_queue_events(self, request: Request) -> Response:
+        name = queue_pages.queue_param(request)
+        await self.call(queue_pages.queue_detail, name)  # an unknown queue: a plain 404, not a stream
+        return await live.stream(request, lambda: queue_pages.queue_version(self.store, name))
 
     async def api_runs(self, request: Request) -> Response:
         listing, counts = await self._listing(request)
@@ -228,6 +252,11 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/events", dash.api_events),
         Route("/api/runs/{run}/events", dash.api_run_events),
         Route("/api/runs/{run}/checkpoints", dash.api_checkpoints),
+        Route("/queues", dash.queues_page),
+        Route("/queues/{queue}", dash.queue_page),
+        Route("/api/queues", dash.api_queues),
+        Route("/api/queues/{queue}", dash.api_queue),
+        Route("/api/queues/{queue}/events", dash.api_queue_events),
         Route("/api/deliver", ops.deliver, methods=["POST"]),
         Route("/api/runs/{run}/cancel", ops.cancel, methods=["POST"]),
         Route("/api/runs/{run}/resume", ops.resume, methods=["POST"]),

@@ -117,6 +117,8 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
             out["keepsKeysOf"] = view.origin.keys
     if record.claim is not None:
         out["claim"] = {"holder": record.claim.holder, "until": rfc3339(record.claim.until), "fence": record.fence}
+    if view.queue is not None:  # issue 16: its queue and key; waiting, its position (telo.operations.queues)
+        out["queue"] = view.queue
     out["inputs"] = _decoded(record.decoded_inputs)
     if record.terminal:
         out["result"] = _decoded(record.decoded_result)

@@ -115,6 +115,25 @@ QUEUE = KindSpec(
                 "description": "A per-key limit: at most `limit` runs with one value of `key` execute at once "
                                "(per tenant, per account).",
             },
+            "rateLimit": {
+                "type": "object",
+                "properties": {
+                    "limit": compile_time(type="integer", minimum=1,
+                                          description="At most this many runs start within any `period`."),
+                    "period": compile_time(**duration(), description="The sliding window (`30s`, `1m`, `1h`)."),
+                },
+                "required": ["limit", "period"],
+                "additionalProperties": False,
+                "description": "Starts per sliding window: a run's first grant (its start, journaled as the run's "
+                               "`started_at`) waits while `limit` runs of the queue started within the `period` "
+                               "before now — the journal's clock: the database's on PostgreSQL, so workers' clocks "
+                               "do not matter. A run continuing after a crash or a park is not a new start.",
+            },
+            "priority": runtime(type="integer",
+                                description="CEL over the run's `inputs`, evaluated once at admission and recorded: "
+                                            "an integer, lower first (default 0); ties go in admission order. A "
+                                            "run due again after a crash goes before the runs never started. Not "
+                                            "an integer: the start fails with ERR_INPUT_INVALID."),
             "holdSlotWhileParked": {"type": "boolean", "default": False,
                                     "description": "A parked or sleeping run keeps its slot (`true`) or gives it "
                                                    "back until it continues (`false`, the default: a run waiting "
@@ -133,6 +152,8 @@ journal: !ref runs
 concurrency: 10
 workerConcurrency: 4
 concurrencyKey: { key: !cel "inputs.tenant", limit: 2 }
+rateLimit: { limit: 100, period: 1m }
+priority: !cel "inputs.tier == 'gold' ? 0 : 10"
 """,
 )
 

@@ -23,6 +23,7 @@ from telo.errors import JournalError, TeloError
 from telo.journal.claims import Holder, this_host
 from telo.journal.integrity import checksum
 from telo.journal.model import Admission, Entry, Outcome, Parked
+from telo.journal.queues import QueueLimits
 from telo.journal.sqlite import SqliteStore
 from telo.journal.sqlite_append import AppendOp
 from telo.journal.sqlite_schema import RUN_COLUMNS, SCHEMA_VERSION
@@ -96,7 +97,8 @@ def test_schema_mirrors_the_postgres_tables(store: SqliteStore, path: str) -> No
     assert entries == [("run", 1), ("path", 2), ("seq", 0), ("entry_kind", 0), ("decision", 0), ("target", 0),
                        ("value", 0), ("codec_version", 0), ("checksum", 0), ("written_at", 0)]
     assert indexes == {"telo_durable_runs_entries_seq_idx", "telo_durable_runs_parked_token_idx",
-                       "telo_durable_runs_due_idx", "telo_durable_runs_created_idx", "telo_durable_runs_queue_idx"}
+                       "telo_durable_runs_due_idx", "telo_durable_runs_created_idx", "telo_durable_runs_queue_idx",
+                       "telo_durable_runs_started_idx"}
     assert version == SCHEMA_VERSION
 
 
@@ -152,6 +154,7 @@ def test_a_version_4_journal_gains_queue_columns_and_keeps_its_runs(path: str) -
     with SqliteStore(path) as store:
         _admit(store, "old")
     conn = sqlite3.connect(path)
+    _to_version_5(conn)
     conn.execute("DROP INDEX telo_durable_runs_queue_idx")
     conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN queue_key")
     conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN queue")  # the version 4 table
@@ -165,8 +168,46 @@ def test_a_version_4_journal_gains_queue_columns_and_keeps_its_runs(path: str) -
         new = store.read_run("new")
         assert new is not None and (new.queue, new.queue_key) == ("q", "k")
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'telo_durable_runs_queue_idx'").fetchone()[0]
+    conn.close()
+
+
+def _to_version_5(conn: sqlite3.Connection) -> None:
+    """A journal's tables as schema version 5 left them: no ``priority``, ``started_at`` or their index."""
+    conn.execute("DROP INDEX telo_durable_runs_started_idx")
+    conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN started_at")
+    conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN priority")
+    conn.execute("PRAGMA user_version = 5")
+
+
+def test_a_version_5_journal_gains_priority_and_starts_and_keeps_its_runs(path: str) -> None:
+    """Schema version 6 added the runs' ``priority`` and ``started_at`` and the index of a rate window's starts
+    (issue 16, proposal step 3): a file of version 5 upgrades in place the first time this telo opens it; its
+    queued runs keep their queue and key, read priority None (0) and never started, and are granted — their first
+    grant recording the start."""
+    with SqliteStore(path) as store:
+        assert store.admit(Admission.of("old", status="scheduled", due_at=0, queue="q", queue_key="k")).admitted
+    conn = sqlite3.connect(path)
+    _to_version_5(conn)
+    conn.commit()
+    conn.close()
+    with SqliteStore(path) as store:
+        old = store.read_run("old")
+        assert old is not None and (old.queue, old.queue_key, old.priority, old.started_at) == ("q", "k", None, None)
+        worker = Holder("w", "host-w", 1, 1).to_text()
+        granted = store.claim_due(worker, 1_000, 5_000, 5, queues={"q": QueueLimits(rate_limit=1,
+                                                                                    rate_period_ms=60_000)})
+        assert [(r.run, r.started_at) for r in granted] == [("old", 5_000)]
+        assert store.admit(Admission.of("new", status="scheduled", due_at=0, queue="q", priority=-3)).admitted
+        new = store.read_run("new")
+        assert new is not None and new.priority == -3
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'telo_durable_runs_started_idx'").fetchone()[0]
+    plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT count(*) FROM telo_durable_runs "
+                                                 "WHERE queue = 'q' AND started_at > 0"))
+    assert "telo_durable_runs_started_idx" in plan, plan  # a rate window is counted on its index
     conn.close()
 
 
