@@ -124,6 +124,12 @@ class AsyncStore:
         record = await self.read_run(run)
         return None if record is None else record.status
 
+    async def runs_of_queue(self, queue: str) -> list[RunRecord]:
+        """:meth:`Store.runs_of_queue` (what may hold the queue's slots; telo.kinds.fair_share reads it)."""
+        if self._inline_reads:
+            return self.sync.runs_of_queue(queue)
+        return await self._call(self.sync.runs_of_queue, queue)
+
     async def read_entries(self, run: str) -> list[Entry]:
         return await self._call(self.sync.read_entries, run)
 

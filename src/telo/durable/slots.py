@@ -33,3 +33,8 @@ class Slots:
         self.busy -= 1
         for callback in self._freed:
             callback()
+
+    def nudge(self) -> None:
+        """Tell whoever waits for a free slot to look again (a claim deferred for fairness may be made now)."""
+        for callback in self._freed:
+            callback()

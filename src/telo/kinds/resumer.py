@@ -12,6 +12,10 @@ workers on 600 due runs each take a share, rather than the first one all it can 
 - when a wake-up names a run (PostgreSQL NOTIFY on an unpark or a due admission), that run alone, if a slot is
   free: of the workers woken, the one whose claim lands first gets it (``SKIP LOCKED``), the others pass.
 
+Of a workflow's ``Local.Queue`` with a ``concurrency``, it claims only this process's fair share among the
+workers claiming that queue, offers a freed slot to the others now and then, and looks again soon while short
+of its share (:mod:`telo.kinds.fair_share`; issue 16) — so four workers on one queue each run about a quarter.
+
 A run this process cannot read (a newer codec, a damaged entry) is reported once and skipped, never failed
 (issue 12: corruption is isolated).
 """
@@ -22,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from telo.clock import SYSTEM_CLOCK
@@ -34,8 +39,9 @@ from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.runtime.resource import Resource
 
+from .fair_share import BLOCKED_POLL_S, GRACE_S, FairShare, share_of
 from .queue import Queue
-from .queued import queue_limits, slot_done
+from .queued import slot_done
 from .workflow import UNREADABLE, Workflow
 
 if TYPE_CHECKING:
@@ -62,6 +68,8 @@ class Resumer(Resource):
         self._wake = asyncio.Event()
         self._stopped = False
         self.resumed = 0
+        self._poke: asyncio.TimerHandle | None = None  # a claim deferred for fairness (fair_share), due then
+        self._queue_claimed_at = 0.0  # when this resumer last asked the journal for runs of its queue
 
     @property
     def workflow(self) -> Workflow:
@@ -116,6 +124,35 @@ class Resumer(Resource):
         self._woken.add(run)
         self._wake.set()
 
+    async def _fair_cap(self, store: AsyncStore, queue: Queue, share: FairShare) -> int:
+        """How many runs of ``queue`` this process may claim now (telo.kinds.fair_share), and when to look again
+        if that is fewer than the queue has room for."""
+        mono = SYSTEM_CLOCK.monotonic()
+        if share.stale(mono):
+            share.observe(await store.runs_of_queue(queue.name), self.app.clock.now_ms(), mono, queue.hold_parked)
+        cap = share.allowance(mono)
+        if share.short():
+            self._poke_in(BLOCKED_POLL_S)
+        elif share.room_since is not None:
+            self._poke_in(max(share.room_since + GRACE_S - mono, 0.0))
+        return cap
+
+    def _poke_in(self, delay: float) -> None:
+        """Claim again in ``delay`` seconds (or sooner, if a poke is already due sooner)."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + delay
+        if self._poke is not None and not self._poke.cancelled() and self._poke.when() <= when:
+            return
+        if self._poke is not None:
+            self._poke.cancel()
+        self._poke = loop.call_at(when, self._poked)
+
+    def _poked(self) -> None:
+        self._poke = None
+        self._refill = True
+        self._wake.set()
+        self.slots.nudge()  # (telo worker --until-idle waits on the slots, not on this resumer)
+
     def _slot_freed(self) -> None:
         # Refill once a quarter of the slots is free, not at every slot: a claim is a statement (on PostgreSQL,
         # two, each reading the due runs), and a busy worker freeing a slot every few hundred microseconds
@@ -135,10 +172,22 @@ class Resumer(Resource):
             return []
         store = wf.store
         queue = wf.queue  # its runs are granted only as the queue's limits allow (issue 16)
+        share = None
         try:
+            queues = None
+            if queue is not None:
+                limits = queue.limits()  # (the manifest's, or an operator's override: telo queues set)
+                if limits.concurrency is not None:  # this process's fair share of the queue's slots (fair_share)
+                    share = share_of(queue, limits.concurrency, self.holder)
+                    cap = await self._fair_cap(store, queue, share)
+                    if cap == 0 and SYSTEM_CLOCK.monotonic() - self._queue_claimed_at < self.interval_s():
+                        return []  # nothing to ask for (a queued workflow's unqueued runs wait for a sweep)
+                    limits = replace(limits, worker_free=cap if limits.worker_free is None
+                                     else min(cap, limits.worker_free))
+                self._queue_claimed_at = SYSTEM_CLOCK.monotonic()
+                queues = {queue.name: limits}
             claimed = await store.claim_due(self.holder, self.app.clock.now_ms(), free, only=only,
-                                            workflows=[wf.name], skip=self.unreadable,
-                                            queues=None if queue is None else queue_limits(queue))
+                                            workflows=[wf.name], skip=self.unreadable, queues=queues)
         except TeloError as exc:
             if not halts(exc):
                 raise
@@ -147,6 +196,8 @@ class Resumer(Resource):
             return []
         if only is None:
             self._saturated = len(claimed) >= free
+        if share is not None:
+            share.claimed(sum(1 for record, _ in claimed if record.queue is not None))
         started = []
         for record, fence in claimed:
             self.slots.busy += 1
@@ -179,7 +230,8 @@ class Resumer(Resource):
         """Continue one claimed run: 1 if it was continued, 0 if skipped (also when the journal failed on the
         way: a later sweep tries again, and the claim lapses if it could not be released). ``counted``: the
         queue whose slot in this process the run took, given back when it rests — and since the queue has room
-        again, the next claim is made at once rather than at the next sweep."""
+        again, the next claim is made at once rather than at the next sweep, within this process's fair share
+        (the slot may first be offered to the other workers: telo.kinds.fair_share)."""
         run = record.run
         try:
             return await self._continue_claimed(wf, store, record, fence)
@@ -194,7 +246,11 @@ class Resumer(Resource):
         finally:
             if counted is not None:
                 slot_done(counted)
-                self._refill = True
+                share = None if counted.concurrency is None else share_of(counted, counted.concurrency, self.holder)
+                offer = 0.0 if share is None else share.rested(SYSTEM_CLOCK.monotonic())
+                if offer:
+                    self._poke_in(offer)  # the freed slot is offered to the other workers until then (fair_share)
+                self._refill = True  # (the queue may have room for this process besides an offered slot)
                 self._wake.set()
 
     async def _continue_claimed(self, wf: Workflow, store: AsyncStore, record: RunRecord, fence: Fence) -> int:
@@ -248,6 +304,8 @@ class Resumer(Resource):
         """Claim no more (teardown, or the process is draining: telo.durable.shutdown); executions already
         started finish (the application holds them)."""
         self._stopped = True
+        if self._poke is not None:
+            self._poke.cancel()
         self._wake.set()
 
     async def teardown(self) -> None:

@@ -66,14 +66,19 @@ async def _until_idle(resumers: list[Resumer], slots: Slots, horizon_ms: int) ->
     freed = asyncio.Event()
     slots.on_freed(freed.set)
     interval = resumers[0].interval_s() if resumers else 0.1
+    nudged = False
     while not shutdown.draining():
         freed.clear()
         started = [task for r in resumers for task in await r.fill()]
         executing = any(r.active for r in resumers)
         if not started and not executing:
-            if not any(_pending(r, horizon_ms) for r in resumers):
+            if not nudged and not any(_pending(r, horizon_ms) for r in resumers):
                 return
-            await asyncio.sleep(interval)
+            try:  # the next sweep, or sooner when nudged: a claim a queue's fair share deferred is due (fair_share)
+                await asyncio.wait_for(freed.wait(), interval)
+                nudged = True  # (nothing executes here, so only a nudge frees: runs are due, no need to list them)
+            except TimeoutError:
+                nudged = False
             continue
         if not started or slots.free() == 0:
             # Wait for a slot to free (or, with slots free and nothing claimable now, for the next sweep).
