@@ -87,7 +87,9 @@ class Code(StrEnum):
     DURABLE_RUN_FAILED = ("ERR_DURABLE_RUN_FAILED", "attaching to a failed run whose record carries no error code",
                           "inspect the run: `telo status <run>`")
     DURABLE_RUN_EXISTS = ("ERR_DURABLE_RUN_EXISTS", "a run id is already taken and the workflow's onConflict is "
-                          "reject (or a fork/restore targets an existing run)", "choose another run id, or attach")
+                          "reject (or a fork/restore targets an existing run), or a live run holds the start's "
+                          "dedupKey in a queue whose onDuplicate is reject",
+                          "choose another run id, or attach (onConflict / onDuplicate: attach)")
     DURABLE_RUN_ID_INVALID = ("ERR_DURABLE_RUN_ID_INVALID", "a run id is not a non-empty string (or cannot name "
                               "a journal file), or an addressing kind got none", "pass a non-empty string id")
     DURABLE_RUN_NOT_FOUND = ("ERR_DURABLE_RUN_NOT_FOUND", "no run has that id in the journal",

@@ -146,3 +146,42 @@ def test_a_bad_rate_limit_is_refused_at_load(tmp_path: Path, rate: str, says: st
                                                     journal=str(tmp_path / "j.db")) as app:
         app.start("order", {"order": "D-1", "rank": 1})
     assert exc.value.code == "ERR_MANIFEST_VALIDATION_FAILED" and says in exc.value.message, exc.value.message
+
+
+def test_set_queue_limits_overrides_them_in_the_journal_and_this_app_applies_them_at_once(tmp_path: Path) -> None:
+    """``App.set_queue_limits`` is ``telo queues set`` (issue 16): the override row is in the journal, ``App.queue``
+    gives the limits in effect, the manifest's and the override, this app's own claims use them at once, a bad
+    value is ``ERR_INVALID_VALUE`` with nothing written, and ``reset=True`` drops it. Before this change there was
+    neither method."""
+    from telo.kinds.queue import Queue
+
+    journal = str(tmp_path / "j.db")
+    with telo.load(MANIFEST, journal=journal) as app:
+        shown = app.set_queue_limits("orders", concurrency=3, key_limit=None, rate_limit="10/1m", by="ops")
+        assert shown["limits"]["concurrency"] == 3 and shown["limits"]["concurrencyKey"]["limit"] is None
+        assert shown["limits"]["rateLimit"] == {"limit": 10, "period": "1m"}
+        assert shown["manifestLimits"]["concurrency"] == 1 and shown["manifestLimits"]["concurrencyKey"]["limit"] == 1
+        assert {k: v for k, v in shown["override"].items() if k != "setAt"} == {
+            "concurrency": 3, "keyLimit": None, "rateLimit": {"limit": 10, "period": "1m"}, "setBy": "ops"}
+        queue = app.application.resources["orders"]
+        assert isinstance(queue, Queue)
+        limits = queue.limits()  # what this app's next claim passes to the journal
+        assert (limits.concurrency, limits.key_limit, limits.rate_limit, limits.rate_period_ms) == (3, None, 10,
+                                                                                                     60_000)
+        with pytest.raises(TeloError) as exc:
+            app.set_queue_limits("orders", worker_concurrency=0)
+        assert exc.value.code == "ERR_INVALID_VALUE" and "worker_concurrency must be ≥ 1" in exc.value.message
+        assert exc.value.hint == "write worker_concurrency=None for no limit"
+        with pytest.raises(TeloError) as exc:
+            app.queue("nope")
+        assert exc.value.code == "ERR_QUEUE_NOT_FOUND"
+        refs = [app.start("order", {"order": f"E-{i}", "shop": "north"}) for i in range(3)]
+        assert [app.wait(r).status for r in refs] == ["completed"] * 3  # (no per-key limit any more)
+    with SqliteStore(journal) as store:
+        row = store.queue_overrides()["orders"]
+        assert (row.concurrency, row.worker_concurrency, row.key_limit, row.set_by) == (3, None, 0, "ops")
+    with telo.load(MANIFEST, journal=journal) as app:  # a new process reads it at start
+        assert app.queue("orders")["limits"]["concurrency"] == 3
+        back = app.set_queue_limits("orders", reset=True)
+        assert back["override"] is None and back["limits"] == back["manifestLimits"]
+        assert app.application.resources["orders"].limits().concurrency == 1  # type: ignore[attr-defined]

@@ -332,3 +332,97 @@ def test_status_says_which_limit_holds_a_waiting_run_and_its_position(tmp_path: 
                     "declares them)") in bare.stdout, bare.stdout
     finally:
         store.close()
+
+
+# --- telo queues set: limits changed in the journal, without restarting workers (issue 16, "Visibility") -------
+
+
+def test_queues_set_overrides_limits_and_show_gives_the_manifests_the_override_and_the_effective(
+        tmp_path: Path, journal: str) -> None:
+    """``telo queues set`` writes an override row: ``show`` then gives the limit in effect, the manifest's beside
+    it and who set it; a second ``set`` changes only what it names; ``telo status`` explains a waiting run by the
+    limits in effect; ``--reset`` drops the row and the manifest's limits hold again. Before this change there was
+    no ``set`` command (click: "No such command", exit 2) and no table to hold an override."""
+    manifest, store = queues_app(tmp_path, journal)
+    try:
+        held = json.loads(telo("status", "pay:3", "--manifest", str(manifest), "--json", cwd=tmp_path).stdout)
+        assert {"limit": "concurrency", "holding": 2, "max": 2} in held["queue"]["heldBy"]  # (the manifest's 2)
+        out = telo("queues", "set", str(manifest), "payments", "--concurrency", "3", "--rate-limit", "none",
+                   "--by", "alice", "--json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        done = json.loads(out.stdout)
+        assert done["limits"]["concurrency"] == 3 and "rateLimit" not in done["limits"]
+        assert done["manifestLimits"]["concurrency"] == 2
+        assert done["manifestLimits"]["rateLimit"] == {"limit": 100, "period": "1h"}
+        assert {k: v for k, v in done["override"].items() if k != "setAt"} == {
+            "concurrency": 3, "rateLimit": None, "setBy": "alice"}
+        assert done["override"]["setAt"].endswith("Z")
+        row = store.queue_overrides()["payments"]  # the row itself, as every worker reads it
+        assert (row.concurrency, row.rate_limit, row.key_limit, row.set_by) == (3, 0, None, "alice")
+        again = telo("queues", "set", str(manifest), "payments", "--key-limit", "2", "--rate-limit", "5/90s",
+                     "--by", "bob", cwd=tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert "override: concurrency 3 (manifest: 2), keyLimit 2 (manifest: 1), rateLimit 5/90s (manifest: " \
+               "100/1h); set by bob at " in again.stdout, again.stdout
+        shown = json.loads(telo("queues", "show", str(manifest), "payments", "--json", cwd=tmp_path).stdout)
+        assert shown["limits"]["concurrency"] == 3 and shown["limits"]["concurrencyKey"]["limit"] == 2
+        assert shown["limits"]["rateLimit"] == {"limit": 5, "period": "90s"}
+        assert shown["manifestLimits"]["concurrency"] == 2 and shown["manifestLimits"]["concurrencyKey"]["limit"] == 1
+        assert shown["override"]["setBy"] == "bob" and shown["override"]["concurrency"] == 3  # (kept)
+        human = telo("queues", "show", str(manifest), "payments", cwd=tmp_path).stdout
+        assert "concurrency: 3 (override; manifest: 2)" in human, human
+        assert "concurrencyKey: inputs.tenant, at most 2 per key (override; manifest: 1)" in human
+        assert "rateLimit: 5/90s (override; manifest: 100/1h)" in human and "override: set by bob at " in human
+        assert "holding: 2/3 " in human
+        listed = telo("queues", "list", str(manifest), cwd=tmp_path).stdout
+        assert "concurrency 3, workerConcurrency 2, key inputs.tenant ≤ 2, rate 5/90s (overridden)" in listed, listed
+        held = json.loads(telo("status", "pay:3", "--manifest", str(manifest), "--json", cwd=tmp_path).stdout)
+        queue = held["queue"]
+        assert queue["limits"]["concurrency"] == 3  # explained by the limits in effect
+        assert not [h for h in queue["heldBy"] if h["limit"] in ("concurrency", "concurrencyKey")], queue["heldBy"]
+        reset = telo("queues", "set", str(manifest), "payments", "--reset", "--json", cwd=tmp_path)
+        assert reset.returncode == 0, reset.stderr
+        dropped = json.loads(reset.stdout)
+        assert dropped["override"] is None and dropped["reset"] is True and dropped["dropped"]["concurrency"] == 3
+        assert dropped["limits"] == dropped["manifestLimits"] and dropped["limits"]["concurrency"] == 2
+        assert dict(store.queue_overrides()) == {}
+        held = json.loads(telo("status", "pay:3", "--manifest", str(manifest), "--json", cwd=tmp_path).stdout)
+        assert {"limit": "concurrency", "holding": 2, "max": 2} in held["queue"]["heldBy"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("args", "message", "hint"), [
+    (["payments", "--concurrency", "0"], "--concurrency must be ≥ 1, got 0", "hint: write --concurrency none"),
+    (["payments", "--worker-concurrency", "1.5"], "--worker-concurrency must be an integer ≥ 1 or none, got '1.5'",
+     "hint: e.g. --worker-concurrency 3"),
+    (["payments", "--rate-limit", "10/0s"], "--rate-limit's PERIOD must be a whole number of milliseconds, 1ms or "
+     "more", "hint: write N/PERIOD, e.g. --rate-limit 100/1m (PERIOD: "),
+    (["payments", "--rate-limit", "10/soon"], "--rate-limit's PERIOD is not a duration", "hint: write N/PERIOD"),
+    (["payments", "--rate-limit", "10"], "--rate-limit must be N/PERIOD or none, got '10'", "hint: write N/PERIOD"),
+    (["refunds", "--key-limit", "2"], "queue 'refunds' declares no concurrencyKey", "hint: declare concurrencyKey"),
+    (["payments"], "nothing to change for queue 'payments'", "hint: give --concurrency, --worker-concurrency"),
+    (["payments", "--reset", "--concurrency", "2"], "--reset drops every override", "hint: reset first, then set"),
+])
+def test_queues_set_refuses_a_bad_limit_with_a_hint_and_writes_nothing(tmp_path: Path, journal: str, args: list[str],
+                                                                      message: str, hint: str) -> None:
+    manifest, store = queues_app(tmp_path, journal)
+    try:
+        out = telo("queues", "set", str(manifest), *args, cwd=tmp_path)
+        assert out.returncode == 3, out.stdout + out.stderr
+        first, second = out.stderr.splitlines()[:2]
+        assert first.startswith(f"error: ERR_INVALID_VALUE: {message}"), out.stderr
+        assert second.startswith(hint), out.stderr
+        assert "Traceback" not in out.stderr and out.stdout == ""
+        assert dict(store.queue_overrides()) == {}
+    finally:
+        store.close()
+
+
+def test_queues_set_of_an_unknown_queue_is_not_found(tmp_path: Path) -> None:
+    manifest, store = queues_app(tmp_path, "sqlite")
+    store.close()
+    out = telo("queues", "set", str(manifest), "paymnets", "--concurrency", "3", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.splitlines() == [f"error: ERR_QUEUE_NOT_FOUND: 'paymnets' is not a Local.Queue of {manifest}",
+                                       "hint: its queues: payments, refunds"]

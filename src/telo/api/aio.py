@@ -319,6 +319,8 @@ class AsyncApp(OperatorActions):
         not: the run is returned parked). ``wait`` bounds the wait (seconds or ``"30s"``)."""
         bound = seconds(wait)
         ref = await self.start(workflow, inputs)
+        if ref.status == "skipped":  # its queue's singleton admitted nothing (issue 16): ref names the live run
+            return RunResult(ref.run_id, "skipped")
         return await self._rest(ref.run_id, None if bound is None else SYSTEM_CLOCK.monotonic() + bound)
 
     # --- addressing runs (telo.operations) ---------------------------------------------------------------

@@ -26,10 +26,15 @@ from telo.api.results import (
     run_id,
 )
 from telo.clock import Clock
+from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, RunFilter, RunRecord
 from telo.journal.store import Store
-from telo.operations import actions, runs
+from telo.kinds.queue import Queue
+from telo.operations import actions, queue_limits, runs
+from telo.operations import queues as queue_ops
+from telo.operations.queue_limits import UNSET, Limit, Rate
+from telo.runtime.app import Application
 
 __all__ = ["OperatorActions"]
 
@@ -39,6 +44,7 @@ class OperatorActions:
     declared here abstract."""
 
     clock: Clock
+    application: Application
 
     @abstractmethod
     async def _ready(self) -> None: ...
@@ -153,3 +159,41 @@ class OperatorActions:
         target = run_id(run)
         await self._read(target)
         return journal_entries(target, await asyncio.to_thread(self._store().read_entries, target))
+
+    async def queue(self, name: str, *, oldest: int = 10) -> dict[str, Any]:
+        """The ``Local.Queue`` ``name`` as ``telo queues show --json`` prints it, times in epoch ms: its limits in
+        effect (``limits``), the manifest's (``manifestLimits``), the ``override`` ``telo queues set`` or
+        :meth:`set_queue_limits` wrote (None: none), what holds its slots and what waits, with the ``oldest``
+        waiting runs (issue 16). An unknown name is ``ERR_QUEUE_NOT_FOUND``."""
+        await self._ready()
+        resource = self._queue(name)
+        await resource.refresh_limits()
+        config = queue_ops.config_of(resource)
+        state = await asyncio.to_thread(queue_ops.read, resource.journal.store, name, config, oldest=oldest)
+        return state.to_json()
+
+    async def set_queue_limits(self, name: str, *, concurrency: Limit = UNSET, worker_concurrency: Limit = UNSET,
+                               key_limit: Limit = UNSET, rate_limit: Rate = UNSET, reset: bool = False,
+                               by: str | None = None) -> dict[str, Any]:
+        """Override limits of the ``Local.Queue`` ``name`` in its journal, for every process on it, without a
+        restart (``telo queues set``): an integer ≥ 1, or None for no limit; ``rate_limit`` as ``"100/1m"`` or
+        ``{"limit": 100, "period": "1m"}``; a limit not given keeps its value; ``reset=True`` drops the override
+        (the manifest's limits hold again). ``by`` is recorded (default ``user@host``). This app applies it at
+        once, other processes within about a second; bad values are ``ERR_INVALID_VALUE``, nothing written.
+        Returns :meth:`queue`'s view of it afterwards."""
+        await self._ready()
+        resource = self._queue(name)
+        config = queue_ops.config_of(resource)
+        await asyncio.to_thread(lambda: queue_limits.set_limits(
+            resource.journal.store, config, concurrency=concurrency, worker_concurrency=worker_concurrency,
+            key_limit=key_limit, rate_limit=rate_limit, reset=reset, by=by, now_ms=self.clock.now_ms(),
+            spelling=queue_limits.API))
+        return await self.queue(name, oldest=0)
+
+    def _queue(self, name: str) -> Queue:
+        resource = self.application.resources.get(name)
+        if isinstance(resource, Queue):
+            return resource
+        names = sorted(n for n, r in self.application.resources.items() if isinstance(r, Queue))
+        raise TeloError(Code.QUEUE_NOT_FOUND, f"{name!r} is not a Local.Queue of this app",
+                        hint=f"its queues: {', '.join(names) or 'none'}", data={"queue": name})

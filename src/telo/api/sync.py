@@ -31,6 +31,7 @@ from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE
 from telo.manifest import Manifest
+from telo.operations.queue_limits import UNSET, Limit, Rate
 from telo.runtime.app import Application
 
 T = TypeVar("T")
@@ -167,6 +168,18 @@ class App:
     def journal(self, run: RunLike) -> list[JournalEntry]:
         """See :meth:`AsyncApp.journal`."""
         return self._call(self.aio.journal(run))
+
+    def queue(self, name: str, *, oldest: int = 10) -> dict[str, Any]:
+        """See :meth:`AsyncApp.queue`."""
+        return self._call(self.aio.queue(name, oldest=oldest))
+
+    def set_queue_limits(self, name: str, *, concurrency: Limit = UNSET, worker_concurrency: Limit = UNSET,
+                         key_limit: Limit = UNSET, rate_limit: Rate = UNSET, reset: bool = False,
+                         by: str | None = None) -> dict[str, Any]:
+        """See :meth:`AsyncApp.set_queue_limits`."""
+        return self._call(self.aio.set_queue_limits(name, concurrency=concurrency,
+                                                    worker_concurrency=worker_concurrency, key_limit=key_limit,
+                                                    rate_limit=rate_limit, reset=reset, by=by))
 
     def run_due(self, limit: int = 100) -> int:
         """See :meth:`AsyncApp.run_due`."""

@@ -1,10 +1,12 @@
-"""``telo queues list|show``: a manifest's ``Local.Queue`` resources — their limits (the manifest's), what holds
-their slots and what waits in them (the journal's) — and how ``telo status`` says why a queued run waits (issue
-16; docs/proposals/admission-control.md "Visibility"). The counting is :mod:`telo.operations.queues`'.
+"""``telo queues list|show|set``: a manifest's ``Local.Queue`` resources — their limits (the manifest's, or as
+``telo queues set`` overrides them in the journal), what holds their slots and what waits in them (the
+journal's) — and how ``telo status`` says why a queued run waits (issue 16; docs/proposals/admission-control.md
+"Visibility"). The counting is :mod:`telo.operations.queues`', the overriding
+:mod:`telo.operations.queue_limits`'.
 
-Both commands take ``--json``; human output is a table (rich on a terminal, plain columns otherwise). A queue the
-manifest does not declare is ``ERR_QUEUE_NOT_FOUND`` (exit 1), its hint naming the queues it has. ``telo queues
-set`` (limits changed without a restart, the proposal's override table) is not built.
+Every command takes ``--json``; human output is a table (rich on a terminal, plain columns otherwise). A queue the
+manifest does not declare is ``ERR_QUEUE_NOT_FOUND`` (exit 1), its hint naming the queues it has; a limit ``set``
+cannot take is ``ERR_INVALID_VALUE`` (exit 3), with a hint, and nothing is written.
 """
 
 from __future__ import annotations
@@ -29,15 +31,16 @@ from telo.cli.common import (
     time_text,
 )
 from telo.journal.store import Store
+from telo.operations import queue_limits
 from telo.operations import queues as queues_ops
-from telo.operations.queues import ManifestQueue, QueueConfig, QueueState
+from telo.operations.queues import ManifestQueue, QueueConfig, QueueState, override_json
 
 manifest_argument = click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
 
 
 @click.group("queues")
 def queues() -> None:
-    """A manifest's queues: their limits, what holds their slots, what waits in them."""
+    """A manifest's queues: their limits, what holds their slots, what waits in them; change their limits."""
 
 
 @contextmanager
@@ -102,19 +105,110 @@ def show_command(manifest: str, name: str, oldest: int, as_json: bool) -> None:
                 str(o.get("priority", 0)), time_text(o["dueAt"])] for o in data["oldest"]])
 
 
+_LIMIT_OPTION = "N|none"
+
+
+@queues.command("set")
+@manifest_argument
+@click.argument("name")
+@click.option("--concurrency", metavar=_LIMIT_OPTION, help="Runs of the queue executing at once, across every "
+              "process on the journal (none: no limit).")
+@click.option("--worker-concurrency", metavar=_LIMIT_OPTION, help="Runs of the queue executing at once in one "
+              "process (none: no limit).")
+@click.option("--key-limit", metavar=_LIMIT_OPTION, help="Runs executing at once per concurrencyKey value (the "
+              "manifest must declare the key; none: no per-key limit).")
+@click.option("--rate-limit", metavar="N/PERIOD|none", help="Starts per sliding window, e.g. 100/1m (none: no "
+              "rate limit).")
+@click.option("--reset", is_flag=True, help="Drop the override: the manifest's limits hold again.")
+@click.option("--by", metavar="WHO", help="Who makes the change, recorded with it (default: user@host).")
+@json_option
+def set_command(manifest: str, name: str, concurrency: str | None, worker_concurrency: str | None,
+                key_limit: str | None, rate_limit: str | None, reset: bool, by: str | None, as_json: bool) -> None:
+    """Override limits of queue NAME of MANIFEST in its journal, without restarting its workers.
+
+    Each process on the journal applies the change within about a second, at its next claim; a limit not named
+    keeps its value (the manifest's, or an earlier override's). Lowering a limit stops no run: the queue starts
+    no new one until it is under the new limit."""
+    def given(value: str | None) -> str | queue_limits.Unset:
+        return queue_limits.UNSET if value is None else value
+
+    with loaded(manifest) as found:
+        queue = queues_ops.find(found, name, manifest)
+        change = queue_limits.set_limits(queue.store, queue.config, concurrency=given(concurrency),
+                                         worker_concurrency=given(worker_concurrency), key_limit=given(key_limit),
+                                         rate_limit=given(rate_limit), reset=reset, by=by)
+    config = change.config
+    data: dict[str, Any] = {"queue": name, "journal": config.journal, "limits": config.to_json(),
+                            "manifestLimits": config.declared.to_json(),
+                            "override": None if config.override is None else override_json(config.override,
+                                                                                           json_time)}
+    if change.reset:
+        data["reset"] = True
+        data["dropped"] = None if change.dropped is None else override_json(change.dropped, json_time)
+    if as_json:
+        out_json(data)
+        return
+    lines: dict[str, Any] = {"queue": name}
+    if change.reset:
+        lines["override"] = "dropped: the manifest's limits hold" if change.dropped is not None else \
+            "none to drop: the manifest's limits hold"
+    else:
+        lines["override"] = override_text(config)
+    lines["limits"] = limits_text(config)
+    lines["workers"] = "each applies it at its next claim, within about a second (no restart)"
+    key_values(lines)
+
+
+_FIELDS = (("concurrency", "concurrency"), ("worker_concurrency", "workerConcurrency"), ("key_limit", "keyLimit"),
+           ("rate_limit", "rateLimit"))
+
+
+def limit_value(config: QueueConfig, field: str) -> str:
+    """One limit of ``config`` as a value: ``3``, ``100/1m``, ``none``."""
+    if field == "rate_limit":
+        return "none" if config.rate_limit is None else f"{config.rate_limit}/{config.rate_period}"
+    value = getattr(config, field)
+    return "none" if value is None else str(value)
+
+
+def override_text(config: QueueConfig) -> str:
+    """``concurrency 3 (manifest: 1), rateLimit none (manifest: 100/1h); set by alice@host at …``."""
+    override = config.override
+    if override is None:
+        return "none: the manifest's limits hold"
+    changed = dict(override.overridden())
+    parts = [f"{label} {limit_value(config, field)} (manifest: {limit_value(config.declared, field)})"
+             for field, label in _FIELDS if field in changed]
+    return f"{', '.join(parts)}; set by {override.set_by or NONE_SHOWN} at {time_text(override.set_at)}"
+
+
 def summary(state: QueueState, data: dict[str, Any]) -> dict[str, Any]:
-    """``telo queues show``'s lines: the limits as declared, then what the journal holds."""
+    """``telo queues show``'s lines: the limits in effect (an overridden one with the manifest's beside it),
+    then what the journal holds."""
     out: dict[str, Any] = {"queue": state.name}
     config = state.config
     if config is not None:
+        changed = {} if config.override is None else dict(config.override.overridden())
+
+        def shown(field: str, text: str | int | None) -> str | int | None:
+            if field not in changed:
+                return text
+            return f"{limit_value(config, field)} (override; manifest: {limit_value(config.declared, field)})"
+
         out["journal"] = config.journal
-        out["concurrency"] = config.concurrency
-        out["workerConcurrency"] = config.worker_concurrency
+        out["concurrency"] = shown("concurrency", config.concurrency)
+        out["workerConcurrency"] = shown("worker_concurrency", config.worker_concurrency)
         if config.key is not None:
-            out["concurrencyKey"] = f"{config.key}, at most {config.key_limit} per key"
+            per_key = "no per-key limit" if config.key_limit is None else f"at most {config.key_limit} per key"
+            was = f" (override; manifest: {limit_value(config.declared, 'key_limit')})" \
+                if "key_limit" in changed else ""
+            out["concurrencyKey"] = f"{config.key}, {per_key}{was}"
         out["holdSlotWhileParked"] = "true" if config.hold_parked else "false"
-        if config.rate_limit is not None:
-            out["rateLimit"] = f"{config.rate_limit} starts per {config.rate_period}"
+        if config.rate_limit is not None or "rate_limit" in changed:
+            out["rateLimit"] = shown("rate_limit", f"{config.rate_limit} starts per {config.rate_period}")
+        if config.override is not None:
+            out["override"] = (f"set by {config.override.set_by or NONE_SHOWN} at {time_text(config.override.set_at)} "
+                               "(telo queues set … --reset drops it)")
         out.update(config.more)
     t = state.totals
     parked = t["parked"] + t["parkedDue"]
@@ -148,12 +242,13 @@ def limits_text(config: QueueConfig) -> str:
     if config.worker_concurrency is not None:
         parts.append(f"workerConcurrency {config.worker_concurrency}")
     if config.key is not None:
-        parts.append(f"key {config.key} ≤ {config.key_limit}")
+        parts.append(f"key {config.key} ≤ {config.key_limit}" if config.key_limit is not None
+                     else f"key {config.key} (no limit)")
     if config.rate_limit is not None:
         parts.append(f"rate {config.rate_limit}/{config.rate_period}")
     if config.hold_parked:
         parts.append("holdSlotWhileParked")
-    return ", ".join(parts) or "none"
+    return (", ".join(parts) or "none") + (" (overridden)" if config.override is not None else "")
 
 
 # --- telo status / telo runs show of a queued run ---------------------------------------------------------
@@ -203,6 +298,8 @@ def queue_text(queue: dict[str, Any]) -> str:
     5: held by concurrency 3/3, key acme 2/2; 3 running (2 with its key), 0 parked``."""
     named = [f"key {queue['key']}"] if "key" in queue else []
     named += [f"priority {queue['priority']}"] if "priority" in queue else []
+    named += [f"{what} key {queue[name]}" for name, what in (("dedupKey", "dedup"), ("debounceKey", "debounce"))
+              if name in queue]  # (issue 16 step 4: a singleton's key reads as its dedup key)
     text = str(queue["name"]) + (f" ({', '.join(named)})" if named else "")
     if "running" not in queue:
         return text

@@ -10,7 +10,9 @@ old exit code (the targets'), ``telo run`` exited 0 for a failed run or one that
 * ``--json`` prints the targets' answers with each run's *final* status, and its ``result``, ``error`` or
   ``parked`` (the steps' own output goes to stderr meanwhile, so stdout is the JSON alone);
 * the exit code is the worst outcome: 1 for a run that failed or was cancelled, 4 for one that has not
-  settled (parked, left running, or executed by another process), else the targets' code (docs/cli.md).
+  settled (parked, left running, or executed by another process), else the targets' code (docs/cli.md). A start
+  a queue's ``singleton`` skipped (issue 16) is what the manifest asked for: it exits 0, its line naming the live
+  run; the one a start attached to by ``dedupKey`` or ``debounce`` is reported like any run it attached to.
   ``--exit-on targets`` keeps upstream's rule (the targets' code alone), for scenario manifests that fail
   runs on purpose (``telo test`` runs them so).
 """
@@ -109,6 +111,9 @@ def describe(outcome: RunOutcome, manifest: str) -> str:
     if outcome.status == "elsewhere":
         return (f"{head} running in another process ({outcome.holder or 'holder unknown'}), which holds its claim; "
                 f"this process did not execute it (wait for it: telo result {shlex.quote(run)}{j} --wait 60s)")
+    if outcome.status == "skipped":  # a start its queue's singleton (mode skip) did not admit (issue 16)
+        return (f"{head} live already, holding its queue's singleton key; this start was skipped and admitted "
+                f"nothing (wait for that run: telo result {shlex.quote(run)}{j} --wait 60s)")
     if outcome.status == "scheduled":  # a queued run this process stopped waiting for (issue 16)
         return (f"{head} still waiting in its queue for a slot; a worker starts it when the queue has room "
                 f"(telo worker {m}; why it waits: telo status {shlex.quote(run)}{j})")

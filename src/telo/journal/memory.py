@@ -12,7 +12,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.journal import cancels, paging, rules
+from telo.journal import cancels, keyed, paging, rules
 from telo.journal.claims import Fence
 from telo.journal.model import (
     Admission,
@@ -25,6 +25,7 @@ from telo.journal.model import (
     RunPage,
     RunRecord,
 )
+from telo.journal.queue_overrides import QueueOverride
 from telo.journal.queues import QueueLimits
 from telo.journal.store import Store
 
@@ -41,9 +42,16 @@ class MemoryStore(Store):
         self._runs: dict[str, RunRecord] = {}
         self._entries: dict[str, dict[str, Entry]] = {}
         self._seq: dict[str, int] = {}
+        self._overrides: dict[str, QueueOverride] = {}  # telo queues set (issue 16)
 
     def admit(self, admission: Admission) -> AdmitResult:
         with self._lock:
+            if admission.keyed:  # its key decides under the lock (issue 16 step 4, telo.journal.keyed)
+                result = keyed.admit_among(self._runs, admission, self._clock.now_ms())
+                if result.admitted:
+                    self._entries[admission.run] = {}
+                    self._seq.setdefault(admission.run, 0)
+                return keyed.noticed(result)
             existing = self._runs.get(admission.run)
             if existing is not None:
                 return AdmitResult(False, existing)
@@ -130,6 +138,20 @@ class MemoryStore(Store):
         with self._lock:
             return sum(1 for r in self._runs.values()
                        if r.queue == queue and r.started_at is not None and r.started_at > since_ms)
+
+    def queue_overrides(self) -> dict[str, QueueOverride]:
+        with self._lock:
+            return dict(self._overrides)
+
+    def set_queue_override(self, override: QueueOverride) -> QueueOverride:
+        with self._lock:
+            stored = self._overrides.get(override.queue)
+            row = self._overrides[override.queue] = override if stored is None else stored.merged(override)
+            return row
+
+    def clear_queue_override(self, queue: str) -> QueueOverride | None:
+        with self._lock:
+            return self._overrides.pop(queue, None)
 
     def list_runs(self, flt: RunFilter) -> RunPage:
         with self._lock:

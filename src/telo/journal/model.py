@@ -16,41 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from telo.errors import (
-    Code,
-    EntryUndecodable,
-    JournalCorrupt,
-    TypedFrameUndecodable,
-)
-from telo.values import decode_frame, encode_frame
+from telo.errors import Code, JournalCorrupt
+from telo.journal.stored import NO_VALUE as NO_VALUE  # (moved there; imported from here everywhere)
+from telo.journal.stored import READABLE_VERSIONS as READABLE_VERSIONS
+from telo.journal.stored import decode_stored as decode_stored
+from telo.values import encode_frame
 
 CODEC_VERSION: Final = 2
-READABLE_VERSIONS: Final = (1, 2)
 
 EntryKind = Literal["step", "decision"]
 RunStatus = Literal["scheduled", "running", "parked", "completed", "failed", "cancelled"]
 STATUSES: Final[tuple[str, ...]] = ("scheduled", "running", "parked", "completed", "failed", "cancelled")
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
-
-
-class _NoValue:
-    """The absent value: what a step that produced nothing returns, and replays as (§5.2)."""
-
-    _instance: _NoValue | None = None
-
-    def __new__(cls) -> _NoValue:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "NO_VALUE"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-NO_VALUE: Final = _NoValue()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,54 +138,6 @@ def encode_value(value: Any) -> str | None:
     return encode_frame(value)
 
 
-def decode_stored(
-    text: str | None, v: int | None, *, run: str, path: str, legacy_bigint: bool = True
-) -> Any:
-    """Decode a stored value under its codec version (§5.2).
-
-    ``v is None`` is legacy plain JSON: numbers read as doubles (the Node runtime held every JSON number as a
-    JS number) except ``{"$bigint": "…"}``, which the SQL stores wrote for big integers and reads as int.
-    A version this runtime does not read raises ``ERR_DURABLE_ENTRY_UNDECODABLE``; a frame that does not
-    decode raises ``ERR_DURABLE_JOURNAL_CORRUPT`` with the codec error as its cause.
-    """
-    if text is None:
-        return NO_VALUE
-    if v is None:
-        try:
-            return _from_legacy(json.loads(text, parse_int=float), legacy_bigint)
-        except ValueError as exc:
-            raise JournalCorrupt(
-                f"legacy journal value at {path!r} of run {run!r} is not JSON",
-                data={"run": run, "path": path},
-            ) from exc
-    if v not in READABLE_VERSIONS:
-        raise EntryUndecodable(
-            f"journal value at {path!r} of run {run!r} is written under codec version {v}, "
-            f"which this runtime does not read",
-            hint="upgrade telo to a version that reads this journal's codec",
-            data={"run": run, "path": path, "version": v, "reads": list(READABLE_VERSIONS)},
-        )
-    try:
-        return decode_frame(text, version=v)
-    except TypedFrameUndecodable as exc:
-        raise JournalCorrupt(
-            f"journal value at {path!r} of run {run!r} does not decode: {exc.message}",
-            hint="the journal was damaged or written by a non-conforming writer; inspect it with "
-            "`telo runs journal`",
-            data={"run": run, "path": path},
-        ) from exc
-
-
-def _from_legacy(obj: Any, bigint: bool) -> Any:
-    if isinstance(obj, dict):
-        if bigint and len(obj) == 1 and isinstance(obj.get("$bigint"), str):
-            return int(obj["$bigint"])
-        return {k: _from_legacy(v, bigint) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_from_legacy(v, bigint) for v in obj]
-    return obj
-
-
 @dataclass(frozen=True, slots=True)
 class Parked:
     """Where a parked run waits (§5.2): ``path`` is where a resume re-enters and a delivery writes."""
@@ -280,6 +209,10 @@ class RunRecord:
     # the journal's time of its first grant — the start a rateLimit counts (a re-grant never moves it)
     priority: int | None = None
     started_at: int | None = None
+    # telo extension (issue 16 step 4, telo.journal.keyed): the queue's dedupKey or singleton key (one live run per
+    # key) and its debounce key (one unstarted run per key), evaluated once at admission
+    dedup_key: str | None = None
+    debounce_key: str | None = None
     # Set by a store that read the record but found part of it damaged (a column that is not JSON, a file line
     # that does not parse): what and where (ERR_DURABLE_JOURNAL_CORRUPT). The damaged fields read as None; the
     # run is listed, shown and can be cancelled, but no worker executes it (issue 12: corruption is isolated).
@@ -311,6 +244,11 @@ class Admission:
     queue: str | None = None  # issue 16: a queued admission is `scheduled`, due at its admission time
     queue_key: str | None = None
     priority: int | None = None  # issue 16: the queue's priority of the run (lower first), None: the default 0
+    # issue 16 step 4 (telo.journal.keyed): admitted unless a live run of the queue has ``dedup_key`` — unless
+    # ``supersede``, which cancels that run first; an unstarted run with ``debounce_key`` takes these inputs
+    dedup_key: str | None = None
+    debounce_key: str | None = None
+    supersede: bool = False
 
     @classmethod
     def of(
@@ -326,6 +264,9 @@ class Admission:
         queue: str | None = None,
         queue_key: str | None = None,
         priority: int | None = None,
+        dedup_key: str | None = None,
+        debounce_key: str | None = None,
+        supersede: bool = False,
     ) -> Admission:
         text = encode_value(inputs)
         return cls(
@@ -340,8 +281,15 @@ class Admission:
             queue,
             queue_key,
             priority,
+            dedup_key,
+            debounce_key,
+            supersede,
         )
 
+    @property
+    def keyed(self) -> bool:
+        """A second admission of its key is decided by the store (telo.journal.keyed), not grouped with others."""
+        return self.dedup_key is not None or self.debounce_key is not None
 
     def record(self, now_ms: int, claim: Claim | None = None) -> RunRecord:
         """The run record this admission creates at ``now_ms`` (what every store writes on admit), claimed by
@@ -362,13 +310,19 @@ class Admission:
             queue=self.queue,
             queue_key=self.queue_key,
             priority=self.priority,
+            dedup_key=self.dedup_key,
+            debounce_key=self.debounce_key,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class AdmitResult:
+    """``record``: the run admitted, else the one found — the same id, or a live run holding the admission's
+    key (``record.run`` names it); ``superseded``: the runs a ``supersede`` admission cancelled."""
+
     admitted: bool
     record: RunRecord
+    superseded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

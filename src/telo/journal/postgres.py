@@ -34,7 +34,7 @@ from psycopg_pool import ConnectionPool
 
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import Code, JournalError
-from telo.journal import cancels
+from telo.journal import cancels, keyed
 from telo.journal import postgres_ops as ops
 from telo.journal.chain import WriteChain
 from telo.journal.claims import Fence
@@ -43,6 +43,8 @@ from telo.journal.columns import json_text as dump
 from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunRecord
 from telo.journal.postgres_groups import append_group
+from telo.journal.postgres_keyed import admit_keyed
+from telo.journal.postgres_queue_overrides import PgQueueOverrides
 from telo.journal.postgres_queues import claim_queued
 from telo.journal.postgres_reads import LoopReads, PgReads
 from telo.journal.postgres_rows import db_errors
@@ -61,7 +63,7 @@ V = TypeVar("V")
 DEFAULT_POOL_SIZE = 4
 
 
-class PostgresStore(PgReads, Store, GroupCommitStore):
+class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
     """A journal in two PostgreSQL tables named by ``table`` (reference §7; upstream default prefix)."""
 
     kind = "postgres"
@@ -158,10 +160,18 @@ class PostgresStore(PgReads, Store, GroupCommitStore):
     def admit(self, admission: Admission, *, claim: Claim | None = None) -> AdmitResult:
         """``claim``: the new run's first claim, written with its row (a run started by this process is
         executed by it). A run that already exists keeps its claim, whatever it is."""
+        if admission.keyed:  # its own transaction under its key's lock (issue 16 step 4, postgres_keyed)
+            return self._admit_keyed(admission)
         return self._write("admit a run", ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
 
     def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
+        if admission.keyed:  # (blocking: a pooled connection's transaction, on a worker thread)
+            return asyncio.ensure_future(asyncio.to_thread(self._admit_keyed, admission))
         return self._queued(ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
+
+    def _admit_keyed(self, admission: Admission) -> AdmitResult:
+        with db_errors("admit a run"):
+            return keyed.noticed(admit_keyed(self._pool.connection, self._q, admission, self._clock.now_ms()))
 
     def _complete_op(self, run: str, o: Outcome, chain: WriteChain | None, fence: Fence | None) -> ops.PgComplete:
         row = (run, o.status, o.result, o.result_v, dump(dict(o.error)) if o.error else None, o.collapsed_regions,

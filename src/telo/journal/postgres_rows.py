@@ -105,6 +105,8 @@ def record_from_row(row: Mapping[str, Any]) -> RunRecord:
         queue_key=row.get("queue_key"),
         priority=row.get("priority"),
         started_at=row.get("started_at"),
+        dedup_key=row.get("dedup_key"),  # issue 16 step 4 (telo.journal.keyed)
+        debounce_key=row.get("debounce_key"),
         corrupt="; ".join(damage) or None,
     )
 

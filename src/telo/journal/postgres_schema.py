@@ -5,7 +5,8 @@ and one written here reads there. telo adds extension columns to ``<prefix>_runs
 :data:`RUN_EXTENSION_COLUMNS`) and two to ``<prefix>_entries`` (``checksum``, ``written_at``: the entry's
 ``Entry.at``); they are nullable, so upstream writers that do not know them keep working (their rows read
 NULL: unchecked, no time), and they are added with ``ALTER TABLE … ADD COLUMN`` when an upstream-created (or
-older telo's) table lacks them.
+older telo's) table lacks them. One table is telo's alone, ``<prefix>_queues``: the queue limits ``telo queues
+set`` overrides (issue 16, :mod:`telo.journal.postgres_queue_overrides`), which upstream never reads.
 
 Names: the prefix is validated against ``^[A-Za-z_][A-Za-z0-9_]*$`` like upstream, which interpolates it into
 SQL unquoted, so PostgreSQL folds it to lower case there. We quote every name with :class:`sql.Identifier` (no
@@ -23,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from telo.errors import Code, JournalError
+from telo.journal.queue_overrides import table_ddl
 
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MAX_IDENTIFIER: Final = 63  # NAMEDATALEN - 1: PostgreSQL silently truncates longer names
@@ -66,6 +68,8 @@ RUN_EXTENSION_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("queue_key", "TEXT"),  # ... and its concurrency key's value, evaluated once at admission
     ("priority", "BIGINT"),  # ... its priority (lower first; NULL reads 0), evaluated once at admission
     ("started_at", "BIGINT"),  # ... and its first grant's time on the database's clock: the start a rateLimit counts
+    ("dedup_key", "TEXT"),  # issue 16 step 4 (telo.journal.keyed): its dedupKey or singleton key ...
+    ("debounce_key", "TEXT"),  # ... or its debounce key, evaluated once at admission
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -105,6 +109,12 @@ class Names:
     def entries_id(self) -> sql.Identifier:
         return sql.Identifier(self.entries)
 
+    @property
+    def queues(self) -> str:
+        """telo's own table (issue 16): the queue limits ``telo queues set`` overrides
+        (:mod:`telo.journal.postgres_queue_overrides`); upstream never reads it."""
+        return f"{self.prefix}_queues"
+
     def index_names(self) -> tuple[str, ...]:
         # The seq index's name says "runs" although it indexes the entries table: that is upstream's name.
         return (
@@ -114,6 +124,8 @@ class Names:
             f"{self.prefix}_runs_created_idx",
             f"{self.prefix}_runs_queue_idx",  # telo extension (issue 16)
             f"{self.prefix}_runs_started_idx",  # telo extension (issue 16): a rateLimit's window
+            f"{self.prefix}_runs_dedup_idx",  # telo extensions (issue 16 step 4): one live run per dedup key ...
+            f"{self.prefix}_runs_debounce_idx",  # ... and one unstarted run per debounce key
         )
 
 
@@ -206,7 +218,7 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
     """
     runs, entries = names.runs_id, names.entries_id
     index_names = names.index_names()
-    existing = _existing_relations(conn, (names.runs, names.entries, *index_names))
+    existing = _existing_relations(conn, (names.runs, names.entries, names.queues, *index_names))
     if names.runs not in existing:
         _execute_tolerating_race(
             conn, sql.SQL("CREATE TABLE IF NOT EXISTS {} ({})").format(runs, _column_list(RUN_COLUMNS))
@@ -230,7 +242,11 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
                         ident, sql.Identifier(column), sql.SQL(type_)
                     ),
                 )
-    seq_idx, token_idx, due_idx, created_idx, queue_idx, started_idx = (sql.Identifier(n) for n in index_names)
+    if names.queues not in existing:  # telo extension (issue 16): `telo queues set` overrides
+        quoted = sql.Identifier(names.queues).as_string(None)
+        _execute_tolerating_race(conn, sql.SQL(table_ddl(quoted, "BIGINT")))  # type: ignore[arg-type]
+    seq_idx, token_idx, due_idx, created_idx, queue_idx, started_idx, dedup_idx, debounce_idx = (
+        sql.Identifier(n) for n in index_names)
     wanted = (
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run, seq)").format(seq_idx, entries),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (parked_token) WHERE parked_token IS NOT NULL").format(
@@ -246,6 +262,12 @@ def ensure_schema(conn: psycopg.Connection[Any], names: Names) -> None:
         # ... and the starts a rateLimit counts in its window (only queued runs record started_at)
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (queue, started_at) WHERE started_at IS NOT NULL").format(
             started_idx, runs),
+        # ... one live run per dedup key of a queue, one unstarted run per debounce key of a queue's workflow:
+        # what racing admissions cannot double (telo.journal.keyed)
+        sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (queue, dedup_key) WHERE dedup_key IS NOT NULL "
+                "AND status IN ('scheduled', 'running', 'parked')").format(dedup_idx, runs),
+        sql.SQL("CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} (queue, workflow, debounce_key) WHERE debounce_key IS "
+                "NOT NULL AND status = 'scheduled' AND started_at IS NULL").format(debounce_idx, runs),
     )
     for name, stmt in zip(index_names, wanted, strict=True):
         if name not in existing:

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from weakref import finalize
 
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.journal import cancels, sqlite_claims
+from telo.journal import cancels, keyed, sqlite_claims
 from telo.journal import sqlite_reads as reads
 from telo.journal import sqlite_writes as writes
 from telo.journal.chain import WriteChain
@@ -42,9 +42,11 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Pa
 from telo.journal.queues import QueueLimits
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
+from telo.journal.sqlite_keyed import KeyedAdmitOp
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
 from telo.journal.sqlite_migrate import create_schema
 from telo.journal.sqlite_open import unopenable
+from telo.journal.sqlite_queue_overrides import SqliteQueueOverrides
 from telo.journal.sqlite_queue_reads import SqliteQueueReads
 from telo.journal.sqlite_rows import error_json, reasons_json
 from telo.journal.sqlite_schema import Sql, check_options, connect
@@ -60,7 +62,7 @@ def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
     pool.close()
 
 
-class SqliteStore(SqliteQueueReads, Store, GroupCommitStore):
+class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStore):
     """A journal in one SQLite file (see the module docstring); its writes queued from an event loop share the
     group commit (:class:`telo.journal.store.GroupCommitStore`).
 
@@ -188,10 +190,18 @@ class SqliteStore(SqliteQueueReads, Store, GroupCommitStore):
     def admit(self, admission: Admission, *, claim: Claim | None = None) -> AdmitResult:
         """``claim``: the new run's first claim, written with its row (a run started by this process is
         executed by it; SQLite only). A run that already exists keeps its claim, whatever it is."""
+        if admission.keyed:  # decided by its queue's key, alone under a SAVEPOINT (issue 16 step 4)
+            op = KeyedAdmitOp(self._sql, admission, self._clock.now_ms())
+            return keyed.noticed(self._lifecycle("admit", op, isolated=True))
         # one INSERT OR IGNORE, then a read
         return self._lifecycle("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
 
     def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
+        if admission.keyed:
+            if self._ambient() is not None:
+                raise lifecycle_refused("admit")
+            op = KeyedAdmitOp(self._sql, admission, self._clock.now_ms())
+            return keyed.notice_when_done(self._writer.submit_async(op, isolated=True))
         return self._lifecycle_async("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
 
     def read_run(self, run: str) -> RunRecord | None:

@@ -11,7 +11,11 @@ the second one finds everything in place. What each version added:
 - 5: the runs' ``queue`` and ``queue_key`` and their index (issue 16, :mod:`telo.journal.queues`; NULL: a run
   of no queue);
 - 6: the runs' ``priority`` and ``started_at`` and the index of the starts a queue's ``rateLimit`` counts
-  (issue 16, docs/proposals/admission-control.md step 3; NULL: priority 0, never started by a queued grant).
+  (issue 16, docs/proposals/admission-control.md step 3; NULL: priority 0, never started by a queued grant);
+- 7: the table ``<prefix>_queues`` of the limits ``telo queues set`` overrides (issue 16,
+  :mod:`telo.journal.sqlite_queue_overrides`; created empty: every queue has its manifest's limits); the runs'
+  ``dedup_key`` and ``debounce_key`` and their unique partial indexes (issue 16 step 4, :mod:`telo.journal.keyed`;
+  NULL: a run admitted with no such key).
 
 An older journal gains the missing columns (``ALTER TABLE … ADD COLUMN``, every one nullable, so its rows read as
 the list above says) and indexes the first time this telo opens it; a journal of a newer version is refused
@@ -69,6 +73,6 @@ def _schema_version(conn: sqlite3.Connection, path: str) -> int:
 
 
 def _complete(conn: sqlite3.Connection, sql: Sql) -> bool:
-    wanted = {sql.runs, sql.entries, *sql.index_names}
+    wanted = {sql.runs, sql.entries, sql.queues, *sql.index_names}
     found = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
     return wanted <= found

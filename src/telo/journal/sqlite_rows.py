@@ -24,7 +24,7 @@ RECORD_SELECT: Final = (
     "run, status, due_at, parked_path, parked_resource, parked_token, parked_at, parked_reason, "
     "inputs, inputs_codec_version, result, result_codec_version, error, collapsed_regions, "
     "collapse_reasons, replayed_steps, manifest_digest, digest_scope, workflow, created_at, updated_at, "
-    "claim_holder, claim_until, epoch, claim_fence, queue, queue_key, priority, started_at"
+    "claim_holder, claim_until, epoch, claim_fence, queue, queue_key, priority, started_at, dedup_key, debounce_key"
 )
 ENTRY_SELECT: Final = "path, entry_kind, value, codec_version, decision, target, seq, checksum, written_at"
 
@@ -36,7 +36,7 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
         run, status, due_at, p_path, p_resource, p_token, p_at, p_reason,
         inputs, inputs_v, result, result_v, error, collapsed, reasons, replayed,
         digest, scope, workflow, created, updated, holder, until, epoch, fence, queue, queue_key, priority,
-        started_at,
+        started_at, dedup_key, debounce_key,
     ) = row  # fmt: skip
     damage: list[str] = []
     error = json_column(error, "error", dict, damage)
@@ -66,6 +66,8 @@ def record_from_row(row: Sequence[Any]) -> RunRecord:
         queue_key=queue_key,
         priority=priority,
         started_at=started_at,
+        dedup_key=dedup_key,
+        debounce_key=debounce_key,
         corrupt="; ".join(damage) or None,
     )
 

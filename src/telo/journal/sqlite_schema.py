@@ -14,6 +14,9 @@ runs`` that also checks the run exists and hands the seq back through ``RETURNIN
 statement and writes no run row. ``truncate_before`` raises ``last_seq`` to the greatest seq it saw before
 deleting, so numbers are never reused after compaction and ``seq`` stays strictly increasing per run.
 
+A third table is telo's alone: ``<prefix>_queues``, the queue limits ``telo queues set`` overrides (issue 16,
+:mod:`telo.journal.sqlite_queue_overrides`).
+
 The schema version (:data:`SCHEMA_VERSION`, in ``PRAGMA user_version``) and how a journal of an older one is
 upgraded in place are :mod:`telo.journal.sqlite_migrate`'s.
 """
@@ -28,9 +31,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from telo.errors import Code, JournalError
+from telo.journal.queue_overrides import table_ddl
 from telo.journal.sqlite_rows import ENTRY_SELECT, RECORD_SELECT
 
-SCHEMA_VERSION: Final = 6  # what each version added: telo.journal.sqlite_migrate
+SCHEMA_VERSION: Final = 7  # what each version added: telo.journal.sqlite_migrate
 SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
 # RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
 MIN_SQLITE: Final = (3, 35, 0)
@@ -69,6 +73,8 @@ RUN_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
     ("queue_key", "TEXT"),
     ("priority", "INTEGER"),  # issue 16: the queued run's priority (NULL reads 0) and its first grant's time
     ("started_at", "INTEGER"),
+    ("dedup_key", "TEXT"),  # issue 16 step 4 (telo.journal.keyed): a dedupKey/singleton key, a debounce key
+    ("debounce_key", "TEXT"),
 )
 
 ENTRY_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
@@ -96,6 +102,7 @@ _ADMIT_COLUMNS: Final = ("run, status, due_at, inputs, inputs_codec_version, wor
                          "digest_scope, created_at, updated_at, claim_holder, claim_until, claim_fence, queue, "
                          "queue_key, priority, epoch")
 _ADMIT_VALUES: Final = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0"
+ADMIT_COLUMNS, ADMIT_VALUES = _ADMIT_COLUMNS, _ADMIT_VALUES  # (a keyed admission adds its keys: sqlite_keyed)
 # A fenced write's condition: the run's claim is still the execution's (named parameters :holder, :token).
 FENCED: Final = "claim_holder = :holder AND claim_fence = :token"
 CLEAR_PARK: Final = ("parked_path = NULL, parked_resource = NULL, parked_token = NULL, parked_at = NULL, "
@@ -108,6 +115,7 @@ class Sql:
 
     runs: str
     entries: str
+    queues: str  # telo only (issue 16): the limits `telo queues set` overrides (sqlite_queue_overrides)
     due_where: str  # reference §7 dueRuns' condition on the run's status, of a runs row aliased r
     index_names: tuple[str, ...]
     ddl: tuple[str, ...]
@@ -150,7 +158,7 @@ class Sql:
                 "(^[A-Za-z_][A-Za-z0-9_]*$)",
                 data={"table": prefix},
             )
-        runs, entries = f"{prefix}_runs", f"{prefix}_entries"
+        runs, entries, queues = f"{prefix}_runs", f"{prefix}_entries", f"{prefix}_queues"
         run_cols = ", ".join(f"{n} {t}" for n, t in RUN_COLUMNS)
         entry_cols = ", ".join(f"{n} {t}" for n, t in ENTRY_COLUMNS)
         ddl = (
@@ -168,6 +176,13 @@ class Sql:
             # ... and the starts a rateLimit counts in its window (only queued runs record started_at)
             f"CREATE INDEX IF NOT EXISTS {prefix}_runs_started_idx ON {runs} (queue, started_at) "
             "WHERE started_at IS NOT NULL",
+            table_ddl(queues, "INTEGER"),  # telo extension (issue 16, v7): `telo queues set` overrides
+            # telo extension (issue 16 step 4, v7; telo.journal.keyed): one live run per dedup key of a queue, one
+            # unstarted run per debounce key of a queue's workflow — racing admissions make one run, not two
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {prefix}_runs_dedup_idx ON {runs} (queue, dedup_key) "
+            "WHERE dedup_key IS NOT NULL AND status IN ('scheduled', 'running', 'parked')",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {prefix}_runs_debounce_idx ON {runs} (queue, workflow, debounce_key) "
+            "WHERE debounce_key IS NOT NULL AND status = 'scheduled' AND started_at IS NULL",
         )
         clear_park = CLEAR_PARK
         # reference §7 dueRuns, with the claim condition split out: due_free takes unclaimed and lapsed
@@ -180,9 +195,10 @@ class Sql:
         return cls(
             runs=runs,
             entries=entries,
+            queues=queues,
             due_where=due_where,
             index_names=tuple(f"{prefix}_runs_{n}_idx" for n in ("entries_seq", "parked_token", "due", "created",
-                                                                        "queue", "started")),
+                                                                        "queue", "started", "dedup", "debounce")),
             ddl=ddl,
             admit=f"INSERT OR IGNORE INTO {runs} ({_ADMIT_COLUMNS}) VALUES ({_ADMIT_VALUES})",
             select_run=f"SELECT {RECORD_SELECT} FROM {runs} WHERE run = ?",

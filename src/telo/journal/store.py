@@ -43,6 +43,7 @@ from telo.journal import queue_reads
 from telo.journal.chain import WriteChain
 from telo.journal.claims import DEFAULT_TTL_MS, Fence
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
+from telo.journal.queue_overrides import QueueOverride, unsupported
 from telo.journal.queues import QueueLimits, Tally, grant, queue_order, wanted_queues
 
 WakeCallback = Callable[[str], None]
@@ -79,7 +80,9 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def admit(self, admission: Admission) -> AdmitResult:
-        """Record a run before it executes; an existing run is returned unchanged with ``admitted=False``."""
+        """Record a run before it executes; an existing run is returned unchanged with ``admitted=False``. An
+        admission with a queue's key (``Admission.keyed``, issue 16 step 4) is decided by the rule of
+        :mod:`telo.journal.keyed` in one transaction: it may answer with a live run of its key instead."""
 
     @abc.abstractmethod
     def read_run(self, run: str) -> RunRecord | None: ...
@@ -217,6 +220,20 @@ class Store(abc.ABC):
     def queue_names(self) -> list[str]:
         """The queues with runs in this journal, whatever their status, sorted (the dashboard's queue list)."""
         return queue_reads.names(self.iter_all_runs())
+
+    def queue_overrides(self) -> Mapping[str, QueueOverride]:
+        """The queue limits ``telo queues set`` overrides, by queue (issue 16, :mod:`telo.journal.queue_overrides`);
+        this default keeps none (the file journal, which refuses queues)."""
+        return {}
+
+    def set_queue_override(self, override: QueueOverride) -> QueueOverride:
+        """Upsert ``override``'s row — the limits it names replace the stored ones, the others stay — and return
+        the row as stored."""
+        raise unsupported(self.kind)
+
+    def clear_queue_override(self, queue: str) -> QueueOverride | None:
+        """Drop ``queue``'s override (its manifest's limits hold again); the row dropped, None if there was none."""
+        raise unsupported(self.kind)
 
     @abc.abstractmethod
     def renew(self, run: str, fence: Fence, ttl_ms: int, now_ms: int) -> bool:

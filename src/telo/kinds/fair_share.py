@@ -37,12 +37,12 @@ these rules, though the slots they hold count against their process's share.
 from __future__ import annotations
 
 import math
-import random
 import weakref
 from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
+from telo.clock import SYSTEM_CLOCK
 from telo.journal.model import RunRecord
 from telo.journal.rules import claim_is_live
 
@@ -157,7 +157,8 @@ class FairShare:
         rotate = self._someone_short(max(self._shares()[1], 1))  # rule 2: a claimer short of its share
         if not rotate and mono < self._next_offer:
             return 0.0
-        pause = random.uniform(*OFFER_PAUSE_S)
+        low, high = OFFER_PAUSE_S
+        pause = low + (high - low) * SYSTEM_CLOCK.random()  # (jitter: real randomness, through the one clock)
         self.offer_until = mono + pause
         if not rotate:  # rule 3: a discovery offer, whose fate sets the gap to the next (observe)
             self._offered = self.held[self.me]

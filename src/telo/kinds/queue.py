@@ -1,6 +1,6 @@
 """``DurableLocal.Queue``: admission control for the workflows that name it (issue 16;
 docs/proposals/admission-control.md, the slices built: concurrency, workerConcurrency, concurrencyKey,
-holdSlotWhileParked; rateLimit and priority).
+holdSlotWhileParked; rateLimit and priority; the limits ``telo queues set`` overrides in the journal).
 
 A queue is a resource, not workflow fields, because its limits are shared: "ten payment runs at once" spans
 every workflow naming it. The limits are enforced by the journal, in the transaction that grants runs
@@ -11,16 +11,21 @@ the process can count it).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from telo.errors import Code, TeloError
+from telo.journal.queue_overrides import LimitValues, QueueOverride
 from telo.journal.queues import QueueLimits
 from telo.kinds.journals import Journal, compile_time
+from telo.kinds.queue_keys import AdmissionKeys
+from telo.kinds.queue_overrides import view_of
 from telo.kinds.slot_waits import SlotWaits
 from telo.runtime.resource import Resource
 from telo.specs.durations import duration_ms
 
+log = logging.getLogger("telo.durable")
 _INT64 = 1 << 63  # a priority is a column of 64-bit integers (SQLite INTEGER, PostgreSQL BIGINT)
 
 if TYPE_CHECKING:
@@ -47,7 +52,38 @@ class Queue(Resource):
         self.rate_limit, self.rate_period_ms = self._rate(where)
         priority = self.config.get("priority")
         self.priority_ev = None if priority is None else self.app.compiler.value(priority, where=f"{where}.priority")
+        # dedupKey, debounce, singleton: what a second start of a key does (issue 16 step 4, kinds/queue_keys.py)
+        self.keys = AdmissionKeys.load(self.app, self.config, where, self.name)
+        if self.keys.serial is not None:  # singleton mode queue: a concurrency key of limit 1
+            self.key_ev, self.key_limit = self.keys.serial, 1
         refuse_file_journal(self.journal, f"{where} is on", self.name)
+        # The manifest's limits are the defaults; `telo queues set` overrides them in the journal (issue 16), read
+        # before the first claim and again as claims ask, at most once a second (telo.kinds.queue_overrides).
+        self.declared = LimitValues(self.concurrency, self.worker_concurrency, self.key_limit, self.rate_limit,
+                                    self.rate_period_ms)
+        self.override: QueueOverride | None = None
+        await self.refresh_limits()
+
+    async def refresh_limits(self) -> None:
+        """Read the journal's overrides now and apply this queue's (at init; after an in-process change)."""
+        self._apply((await view_of(self.journal.store).read()).get(self.name))
+
+    def _apply(self, override: QueueOverride | None) -> None:
+        """Make the limits in effect the manifest's with ``override`` applied (the attributes every claim and the
+        fair share read). A key limit is overridden only where the manifest declares a ``concurrencyKey`` (a
+        singleton's per-key 1, or no key at all, stays as declared)."""
+        if override == self.override:
+            return
+        effective = self.declared if override is None else override.apply(self.declared)
+        self.concurrency, self.worker_concurrency = effective.concurrency, effective.worker_concurrency
+        keyed = self.config.get("concurrencyKey") is not None
+        self.key_limit = effective.key_limit if keyed else self.declared.key_limit
+        self.rate_limit, self.rate_period_ms = effective.rate_limit, effective.rate_period_ms
+        if override is not None or self.override is not None:  # (a change an operator made: say so)
+            log.info("durable.queue.limits", extra={"durable.queue": self.name,
+                                                    "durable.override": override is not None,
+                                                    "durable.limits": repr(effective)})
+        self.override = override
 
     def _rate(self, where: str) -> tuple[int | None, int | None]:
         """``rateLimit: {limit, period}``: an integer ≥ 1 and a positive duration (of at least 1 ms)."""
@@ -98,7 +134,9 @@ class Queue(Resource):
                             data={"workflow": workflow, "queue": self.name})
 
     def limits(self) -> QueueLimits:
-        """The limits a claim of this process passes to the journal now (its free ``workerConcurrency``)."""
+        """The limits a claim of this process passes to the journal now (its free ``workerConcurrency``): the
+        manifest's, or an override's once this process has read it (telo.kinds.queue_overrides)."""
+        self._apply(view_of(self.journal.store).current().get(self.name))
         free = None if self.worker_concurrency is None else max(self.worker_concurrency - self.executing, 0)
         return QueueLimits(self.concurrency, self.key_limit, free, self.hold_parked, self.rate_limit,
                            self.rate_period_ms)

@@ -61,8 +61,10 @@ class Workflow(Protocol):
 
 def queued_admission(queue: Queue, admission: Admission, inputs: Any, now_ms: int) -> Admission:
     """The admission of a queued run: ``scheduled``, due now, its queue, key and priority recorded (evaluated
-    here, once: replay never re-evaluates them)."""
-    return replace(admission, status="scheduled", due_at=now_ms, **queue_fields(queue, inputs))
+    here, once: replay never re-evaluates them) — and a start's dedup, debounce or singleton key, a debounced
+    run due once its period passed (telo.kinds.queue_keys)."""
+    fields = {"due_at": now_ms, **queue_fields(queue, inputs), **queue.keys.fields(queue.app, inputs, now_ms)}
+    return replace(admission, status="scheduled", **fields)
 
 
 def queue_limits(queue: Queue) -> Mapping[str, QueueLimits]:
@@ -132,13 +134,16 @@ async def _wait_in_line(wf: Workflow, queue: Queue, run: str, inputs: Any, chain
             return
         try:
             fence, looked = await queue.waits.take(wf.store, wf.app.clock, queue, run, looked)
-            record = None if fence is not None else await store.read_run(run)
+            # (granted a debounced run: a later start may have given it newer inputs, which the journal holds)
+            record = None if fence is not None and queue.keys.debounce is None else await store.read_run(run)
         except TeloError as exc:
             if not halts(exc):
                 raise
             wf.app.run_rested(RunOutcome(run, "scheduled"))
             return  # the admission is journaled: a worker starts the run once the journal answers
         if fence is not None:
+            if record is not None and record.inputs is not None:
+                inputs = record.decoded_inputs()
             await wf.run_to_rest(run, inputs, fence, chain=chain, queued=queue)
             return
         if record is None or record.terminal:

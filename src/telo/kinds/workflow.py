@@ -35,6 +35,7 @@ from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.journal.rules import claim_is_live
 from telo.kinds.journals import Journal
 from telo.kinds.queue import Queue
+from telo.kinds.queue_keys import keyed_conflict, superseded_note
 from telo.kinds.queued import claim_queued, queued_admission, slot_done, wait_for_slot
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, RunOutcome
@@ -217,13 +218,19 @@ class Workflow(Resource):
             return {"runId": run, "started": True, "status": "running"}
         admitted = await store.admit(admission)
         if admitted.admitted and queue is not None:  # never claimed at admission: it waits for a slot
+            superseded_note(queue.name, run, admitted.superseded)
             wait_for_slot(self, queue, run, inputs, chain)
             return {"runId": run, "started": True, "status": "scheduled"}
         if not admitted.admitted:
             record = admitted.record
-            if self.on_conflict != "reject":
+            if queue is not None and record.run != run:  # a run holding the start's key (kinds/queue_keys.py)
+                answer = keyed_conflict(self.app, queue.name, queue.keys, self.name, record)
+                if answer is not None:
+                    return answer
+                run, inputs = record.run, record.decoded_inputs()  # attached: that run, with its inputs
+            elif self.on_conflict != "reject":
                 _warn_if_inputs_differ(run, record, inputs)
-            if self.on_conflict == "reject":
+            else:
                 raise InvokeError(Code.DURABLE_RUN_EXISTS, f"run {run!r} already exists ({record.status})",
                                   hint="use onConflict: attach to attach to it", data={"run": run,
                                                                                        "status": record.status})

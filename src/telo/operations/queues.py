@@ -1,14 +1,15 @@
 """Queues as an operator sees them (issue 16; docs/proposals/admission-control.md "Visibility"): a queue's limits
-(its manifest's), what holds its slots and what waits in it (its journal's), and why one waiting run waits.
+(its manifest's, unless ``telo queues set`` overrides them in the journal), what holds its slots and what waits in
+it (its journal's), and why one waiting run waits.
 
 ``telo queues list|show``, ``telo status`` of a queued run, the dashboard's queue pages and
 ``telo.testing.assert_never_more_than`` all read through here, so they count alike — by the rule the journal
 grants by (:mod:`telo.journal.queues`): a run **holds a slot** while it is ``running`` under a live claim, and
 while it is parked if the queue says ``holdSlotWhileParked``; a run **waits for a slot** while it is
 ``scheduled`` and due, ``running`` without a live claim (its worker crashed), or parked and due without holding
-one. The journal records a queue's runs, not its limits: those come from a manifest's ``Local.Queue``
-(:class:`QueueConfig`); without one (the dashboard, ``telo status --journal``) the counts are shown and which
-limit holds a run is not claimed.
+one. The journal records a queue's runs and the limits an operator overrode, not the manifest's: those come from
+a manifest's ``Local.Queue`` (:class:`QueueConfig`, its overrides applied: the limits in effect); without one
+(the dashboard, ``telo status --journal``) the counts are shown and which limit holds a run is not claimed.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import asyncio
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from telo.errors import Code, TeloError
 from telo.journal.claims import Holder
 from telo.journal.model import RunRecord
+from telo.journal.queue_overrides import LimitValues, QueueOverride
 from telo.journal.queue_reads import SLOT_STATES, QueueSnapshot
 from telo.journal.store import Store
 from telo.manifest.nodes import Cel, Ref, Template
@@ -40,9 +42,11 @@ def _ms(at: int | None) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
-    """A ``Local.Queue``'s limits as its manifest declares them (None: no such limit). ``key``: the CEL source
-    of ``concurrencyKey.key``; ``rate_period``: ``rateLimit.period`` as written; ``more``: the other fields it
-    declares (``priority``, …), as written."""
+    """A ``Local.Queue``'s limits in effect (None: no such limit): as its manifest declares them or, when
+    ``telo queues set`` overrides some (``override``), with those replaced — ``manifest`` then holds the declared
+    ones. ``key``: the CEL source of ``concurrencyKey.key``; ``rate_period``: ``rateLimit.period`` as written (an
+    override's as :func:`period_text` writes it); ``more``: the other fields it declares (``priority``, …), as
+    written."""
 
     name: str
     journal: str
@@ -55,6 +59,13 @@ class QueueConfig:
     rate_period_ms: int | None = None
     rate_period: str | None = None
     more: Mapping[str, Any] = field(default_factory=dict)
+    manifest: QueueConfig | None = None
+    override: QueueOverride | None = None
+
+    @property
+    def declared(self) -> QueueConfig:
+        """The limits as the manifest declares them."""
+        return self if self.manifest is None else self.manifest
 
     @property
     def rate(self) -> tuple[int, int] | None:
@@ -89,17 +100,59 @@ def declared(value: Any) -> Any:
 
 
 def config_of(queue: Any) -> QueueConfig:
-    """The limits of an initialised :class:`telo.kinds.queue.Queue` resource."""
+    """The limits in effect of an initialised :class:`telo.kinds.queue.Queue` resource: its manifest's, with the
+    override it last read from the journal (issue 16, ``telo queues set``)."""
     keyed = queue.config.get("concurrencyKey")
     rate = queue.config.get("rateLimit")
     period = declared(rate.get("period")) if isinstance(rate, Mapping) else None
-    return QueueConfig(
-        name=queue.name, journal=queue.journal.name, concurrency=queue.concurrency,
-        worker_concurrency=queue.worker_concurrency,
-        key=None if keyed is None else str(declared(keyed["key"])), key_limit=queue.key_limit,
-        hold_parked=queue.hold_parked, rate_limit=getattr(queue, "rate_limit", None),
-        rate_period_ms=getattr(queue, "rate_period_ms", None), rate_period=None if period is None else str(period),
+    limits = queue.declared
+    config = QueueConfig(
+        name=queue.name, journal=queue.journal.name, concurrency=limits.concurrency,
+        worker_concurrency=limits.worker_concurrency,
+        key=None if keyed is None else str(declared(keyed["key"])), key_limit=limits.key_limit,
+        hold_parked=queue.hold_parked, rate_limit=limits.rate_limit, rate_period_ms=limits.rate_period_ms,
+        rate_period=None if period is None else str(period),
         more={k: declared(v) for k, v in queue.config.items() if k not in _READ})
+    return with_override(config, queue.override)
+
+
+def with_override(config: QueueConfig, override: QueueOverride | None) -> QueueConfig:
+    """``config``'s manifest limits with ``override`` applied (the manifest's alone for None)."""
+    config = config.declared
+    if override is None:
+        return config
+    eff = override.apply(LimitValues(config.concurrency, config.worker_concurrency, config.key_limit,
+                                     config.rate_limit, config.rate_period_ms))
+    same_period = eff.rate_period_ms == config.rate_period_ms
+    return replace(config, concurrency=eff.concurrency, worker_concurrency=eff.worker_concurrency,
+                   key_limit=eff.key_limit if config.key is not None else config.key_limit, rate_limit=eff.rate_limit,
+                   rate_period_ms=eff.rate_period_ms,
+                   rate_period=config.rate_period if same_period else period_text(eff.rate_period_ms),
+                   manifest=config, override=override)
+
+
+def period_text(ms: int | None) -> str | None:
+    """A period in milliseconds as a manifest would write it, in the largest unit it is a whole number of:
+    ``1h``, ``90s``, ``1500ms``."""
+    if ms is None:
+        return None
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def override_json(override: QueueOverride, time: Time = _ms) -> dict[str, Any]:
+    """What ``override`` changes, by ``telo queues set``'s option names (null: no limit), and who and when."""
+    names = {"concurrency": "concurrency", "worker_concurrency": "workerConcurrency", "key_limit": "keyLimit"}
+    out: dict[str, Any] = {}
+    for name, limit in override.overridden():
+        if name == "rate_limit":
+            out["rateLimit"] = None if limit is None else {"limit": limit,
+                                                           "period": period_text(override.rate_period_ms)}
+        else:
+            out[names[name]] = limit
+    return {**out, "setBy": override.set_by, "setAt": time(override.set_at)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +260,9 @@ class QueueState:
         out: dict[str, Any] = {"queue": self.name}
         if self.config is not None:
             out["journal"] = self.config.journal
-            out["limits"] = self.config.to_json()
+            out["limits"] = self.config.to_json()  # (in effect: the manifest's, or as overridden)
+            out["manifestLimits"] = self.config.declared.to_json()
+            out["override"] = None if self.config.override is None else override_json(self.config.override, time)
         out.update(holding=self.holding(), running=t["running"], unclaimed=t["unclaimed"],
                    parked=t["parked"] + t["parkedDue"],
                    depth={"dueNow": t["waiting"], "dueLater": t["later"], "total": t["waiting"] + t["later"]},
@@ -233,8 +288,14 @@ def oldest_json(record: RunRecord, position: int, time: Time = _ms) -> dict[str,
                            "workflow": record.workflow, "key": record.queue_key}
     if record.priority is not None:
         out["priority"] = record.priority
-    out.update(dueAt=time(record.due_at), createdAt=time(record.created_at))
+    out.update(keyed_json(record), dueAt=time(record.due_at), createdAt=time(record.created_at))
     return out
+
+
+def keyed_json(record: RunRecord) -> dict[str, str]:
+    """A run's dedup (or singleton) key and debounce key, when its queue recorded one (issue 16 step 4)."""
+    keys = {"dedupKey": record.dedup_key, "debounceKey": record.debounce_key}
+    return {name: key for name, key in keys.items() if key is not None}
 
 
 def read(store: Store, name: str, config: QueueConfig | None = None, *, now_ms: int | None = None,
@@ -269,6 +330,7 @@ def why_waiting(store: Store, record: RunRecord, config: QueueConfig | None = No
         out["key"] = record.queue_key
     if record.priority is not None:  # (proposal step 3: lower first; none recorded reads 0)
         out["priority"] = record.priority
+    out.update(keyed_json(record))
     if record.status != "scheduled":
         return out
     now = SYSTEM_CLOCK.now_ms() if now_ms is None else now_ms

@@ -42,7 +42,8 @@ class RunOutcome:
 
     ``status``: ``completed`` | ``failed`` | ``cancelled`` | ``parked`` | ``running`` (this process stopped
     executing it: it continues wherever it is executed next) | ``elsewhere`` (another process executes it:
-    ``holder`` names that process). ``result`` is set for ``completed``, ``error`` for ``failed`` and
+    ``holder`` names that process) | ``skipped`` (a live run of its queue's singleton key, issue 16: the start
+    admitted nothing). ``result`` is set for ``completed``, ``error`` for ``failed`` and
     ``running``, ``parked`` (:meth:`telo.journal.Parked.to_json`) for ``parked``."""
 
     run: str

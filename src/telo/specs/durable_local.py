@@ -68,7 +68,9 @@ WORKFLOW = KindSpec(
     output_schema={
         "type": "object",
         "properties": {"runId": {"type": "string"}, "status": {"type": "string"}, "started": {"type": "boolean"},
-                       "attached": {"type": "boolean"}, "result": {}},
+                       "attached": {"type": "boolean"}, "result": {},
+                       # telo: a start its queue's singleton (mode skip) refused; runId names the live run
+                       "skipped": {"type": "boolean"}},
         "required": ["runId", "status"],
         "additionalProperties": False,
     },
@@ -138,6 +140,56 @@ QUEUE = KindSpec(
                                     "description": "A parked or sleeping run keeps its slot (`true`) or gives it "
                                                    "back until it continues (`false`, the default: a run waiting "
                                                    "a day for an approval holds none)."},
+            # issue 16 step 4 (telo.kinds.queue_keys): at most one of dedupKey, debounce and singleton
+            "dedupKey": runtime(type=["string", "integer", "boolean"],
+                                description="CEL over a start's `inputs`, evaluated once at admission and recorded: "
+                                            "while a run of the queue with that key is live (scheduled, running or "
+                                            "parked), a start does not admit another — see `onDuplicate`. Racing "
+                                            "starts make one run (a unique index of the journal). Once the run "
+                                            "settles, a start admits a new one. At most one of `dedupKey`, "
+                                            "`debounce` and `singleton`."),
+            "onDuplicate": {"enum": ["attach", "reject"], "default": "attach",
+                            "description": "A start of a live `dedupKey`: `attach` (the default) answers with the "
+                                           "live run (`{runId, attached: true}`), as a second start of one `runId` "
+                                           "does — a retried request gets its first attempt's run; `reject` "
+                                           "refuses it with ERR_DURABLE_RUN_EXISTS, naming the live run."},
+            "debounce": {
+                "type": "object",
+                "properties": {
+                    "period": compile_time(**duration(), description="How long a run waits for a newer start "
+                                                                     "before it starts (`500ms`, `5s`)."),
+                    "key": runtime(type=["string", "integer", "boolean"],
+                                   description="CEL over a start's `inputs`, evaluated once at admission."),
+                },
+                "required": ["period", "key"],
+                "additionalProperties": False,
+                "description": "`{period, key}`: a start finding an unstarted run of its workflow with the same "
+                               "`key` (CEL over the inputs) gives it its inputs and moves its start to now + "
+                               "`period`; the caller attaches to that run. The latest inputs win and one run starts, "
+                               "once a `period` passes without a newer start (the first start waits a `period` "
+                               "too). A start after the run started admits a new one.",
+            },
+            "singleton": {
+                "type": "object",
+                "properties": {
+                    "key": runtime(type=["string", "integer", "boolean"],
+                                   description="CEL over a start's `inputs`, evaluated once at admission."),
+                    "mode": {"enum": ["skip", "cancel-running", "queue"], "default": "skip",
+                             "description": "While a run of the key is live: `skip` admits nothing and answers "
+                                            "`{runId: <the live run>, skipped: true}`; `cancel-running` cancels "
+                                            "the live run (as `telo cancel`) and admits the start; `queue` admits "
+                                            "it to wait its turn (a concurrency key of limit 1: not with "
+                                            "`concurrencyKey`)."},
+                },
+                "required": ["key"],
+                "additionalProperties": False,
+                "description": "`{key, mode}`: one live run per key of the queue, `mode` saying what a start of "
+                               "a live key does: `skip` (the default) admits nothing and answers `{runId: <the live "
+                               "run>, skipped: true, status: skipped}` (`telo run` prints it and exits 0); "
+                               "`cancel-running` cancels the live run, as `telo cancel` does, and admits the start; "
+                               "`queue` admits it to wait its turn (runs of a key execute one at a time: a "
+                               "concurrency key of limit 1, so not with `concurrencyKey`).",
+            },
         },
         ("journal",),
     ),
@@ -154,6 +206,8 @@ workerConcurrency: 4
 concurrencyKey: { key: !cel "inputs.tenant", limit: 2 }
 rateLimit: { limit: 100, period: 1m }
 priority: !cel "inputs.tier == 'gold' ? 0 : 10"
+dedupKey: !cel "inputs.order"
+onDuplicate: attach
 """,
 )
 

@@ -239,6 +239,29 @@ def test_entries_tables_lacking_the_time_column_gain_it(url: str, prefix: str) -
             assert [(e.path, e.at) for e in store.read_entries("r1")] == [("steps/old", None), ("steps/new", 7_000)]
 
 
+def test_an_older_telo_table_gains_the_dedup_and_debounce_keys(url: str, prefix: str) -> None:
+    """Issue 16 step 4 added the runs' ``dedup_key`` and ``debounce_key`` and their unique partial indexes: a table
+    of the telo before them gains both when this telo opens it, its runs read with no key, and the index refuses a
+    second live run of a key whatever writes it."""
+    names = names_for(prefix, None)
+    with PostgresStore(url, table=prefix) as store:
+        _admit(store, "old")
+    with psycopg.connect(url, autocommit=True) as conn:  # the table as the telo before step 4 left it
+        for index in ("dedup", "debounce"):
+            conn.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(f"{prefix}_runs_{index}_idx")))
+        conn.execute(sql.SQL("ALTER TABLE {} DROP COLUMN dedup_key, DROP COLUMN debounce_key").format(names.runs_id))
+    assert "dedup_key" not in _columns(url, names.runs)
+    with PostgresStore(url, table=prefix) as store:
+        assert {"dedup_key", "debounce_key"} <= _columns(url, names.runs)
+        old = store.read_run("old")
+        assert old is not None and (old.dedup_key, old.debounce_key) == (None, None)
+        assert store.admit(Admission.of("a", status="scheduled", due_at=0, queue="q", dedup_key="k")).admitted
+        assert store.admit(Admission.of("b", status="scheduled", due_at=0, queue="q", dedup_key="k")).record.run == "a"
+    with psycopg.connect(url, autocommit=True) as conn, pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute(sql.SQL("INSERT INTO {} (run, status, queue, dedup_key) VALUES ('c', 'running', 'q', 'k')")
+                     .format(names.runs_id))
+
+
 def test_create_table_false_runs_no_ddl_and_names_what_is_missing(url: str, prefix: str) -> None:
     with pytest.raises(JournalError) as err:
         PostgresStore(url, table=prefix, create_table=False)

@@ -98,7 +98,7 @@ def test_schema_mirrors_the_postgres_tables(store: SqliteStore, path: str) -> No
                        ("value", 0), ("codec_version", 0), ("checksum", 0), ("written_at", 0)]
     assert indexes == {"telo_durable_runs_entries_seq_idx", "telo_durable_runs_parked_token_idx",
                        "telo_durable_runs_due_idx", "telo_durable_runs_created_idx", "telo_durable_runs_queue_idx",
-                       "telo_durable_runs_started_idx"}
+                       "telo_durable_runs_started_idx", "telo_durable_runs_dedup_idx", "telo_durable_runs_debounce_idx"}
     assert version == SCHEMA_VERSION
 
 
@@ -173,8 +173,20 @@ def test_a_version_4_journal_gains_queue_columns_and_keeps_its_runs(path: str) -
     conn.close()
 
 
+def _to_version_6(conn: sqlite3.Connection) -> None:
+    """A journal's tables as schema version 6 left them: no ``dedup_key``, ``debounce_key``, their indexes, or the
+    ``queues`` table."""
+    conn.execute("DROP INDEX telo_durable_runs_dedup_idx")
+    conn.execute("DROP INDEX telo_durable_runs_debounce_idx")
+    conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN debounce_key")
+    conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN dedup_key")
+    conn.execute("DROP TABLE IF EXISTS telo_durable_queues")
+    conn.execute("PRAGMA user_version = 6")
+
+
 def _to_version_5(conn: sqlite3.Connection) -> None:
     """A journal's tables as schema version 5 left them: no ``priority``, ``started_at`` or their index."""
+    _to_version_6(conn)
     conn.execute("DROP INDEX telo_durable_runs_started_idx")
     conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN started_at")
     conn.execute("ALTER TABLE telo_durable_runs DROP COLUMN priority")
@@ -203,11 +215,62 @@ def test_a_version_5_journal_gains_priority_and_starts_and_keeps_its_runs(path: 
         new = store.read_run("new")
         assert new is not None and new.priority == -3
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'telo_durable_runs_started_idx'").fetchone()[0]
     plan = " ".join(str(r) for r in conn.execute("EXPLAIN QUERY PLAN SELECT count(*) FROM telo_durable_runs "
                                                  "WHERE queue = 'q' AND started_at > 0"))
     assert "telo_durable_runs_started_idx" in plan, plan  # a rate window is counted on its index
+    conn.close()
+
+
+def test_a_version_6_journal_gains_dedup_and_debounce_keys_and_keeps_its_runs(path: str) -> None:
+    """Schema version 7 added the runs' ``dedup_key`` and ``debounce_key`` and their unique partial indexes
+    (issue 16 step 4, telo.journal.keyed): a file of version 6 upgrades in place the first time this telo opens it;
+    its runs read with no key, and keyed admissions then dedupe on the new index."""
+    with SqliteStore(path) as store:
+        assert store.admit(Admission.of("old", status="scheduled", due_at=0, queue="q", queue_key="k")).admitted
+    conn = sqlite3.connect(path)
+    _to_version_6(conn)
+    conn.commit()
+    conn.close()
+    with SqliteStore(path) as store:
+        old = store.read_run("old")
+        assert old is not None and (old.queue_key, old.dedup_key, old.debounce_key) == ("k", None, None)
+        first = store.admit(Admission.of("a", status="scheduled", due_at=0, queue="q", dedup_key="order-1"))
+        second = store.admit(Admission.of("b", status="scheduled", due_at=0, queue="q", dedup_key="order-1"))
+        assert first.admitted and not second.admitted and second.record.run == "a"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    with pytest.raises(sqlite3.IntegrityError):  # the index itself refuses a second live run of the key
+        conn.execute("INSERT INTO telo_durable_runs (run, status, queue, dedup_key) VALUES ('c', 'running', 'q', "
+                     "'order-1')")
+    conn.execute("INSERT INTO telo_durable_runs (run, status, queue, dedup_key) VALUES ('d', 'completed', 'q', "
+                 "'order-1')")  # (a settled run holds no key)
+    conn.close()
+
+
+def test_a_version_6_journal_gains_the_queue_override_table(path: str) -> None:
+    """Schema version 7 added the table ``<prefix>_queues`` of the limits ``telo queues set`` overrides (issue
+    16): a file of version 6 gains it, empty, the first time this telo opens it, keeping its runs; overrides are
+    then written and read there."""
+    from telo.journal.queue_overrides import QueueOverride
+
+    with SqliteStore(path) as store:
+        _admit(store, "old")
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE telo_durable_queues")
+    conn.execute("PRAGMA user_version = 6")
+    conn.commit()
+    conn.close()
+    with SqliteStore(path) as store:
+        assert store.read_run("old") is not None and dict(store.queue_overrides()) == {}
+        store.set_queue_override(QueueOverride("q", concurrency=3, set_by="alice", set_at=1))
+    with SqliteStore(path) as store:
+        assert store.queue_overrides()["q"].concurrency == 3
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert [r[1] for r in conn.execute("PRAGMA table_info(telo_durable_queues)")] == [
+        "queue", "concurrency", "worker_concurrency", "key_limit", "rate_limit", "rate_period_ms", "set_by", "set_at"]
     conn.close()
 
 
