@@ -19,11 +19,10 @@ from telo.errors import Code, TeloError
 from telo.journal.queue_overrides import LimitValues, QueueOverride
 from telo.journal.queues import QueueLimits
 from telo.kinds.journals import Journal, compile_time
-from telo.kinds.queue_keys import AdmissionKeys
+from telo.kinds.queue_keys import AdmissionKeys, positive_period_ms, scalar_key
 from telo.kinds.queue_overrides import view_of
 from telo.kinds.slot_waits import SlotWaits
 from telo.runtime.resource import Resource
-from telo.specs.durations import duration_ms
 
 log = logging.getLogger("telo.durable")
 _INT64 = 1 << 63  # a priority is a column of 64-bit integers (SQLite INTEGER, PostgreSQL BIGINT)
@@ -95,18 +94,9 @@ class Queue(Resource):
             raise TeloError(Code.MANIFEST_VALIDATION_FAILED, f"{where}.rateLimit.limit must be an integer ≥ 1, got "
                             f"{limit!r}", hint="write e.g. rateLimit: { limit: 100, period: 1m }",
                             data={"queue": self.name, "field": "rateLimit.limit"})
-        period = compile_time(self.app, rate.get("period"), f"{where}.rateLimit.period")
-        try:
-            ms = duration_ms(period)
-        except ValueError as exc:
-            ms, reason = 0.0, str(exc)
-        else:
-            reason = f"got {period!r}"
-        if ms < 1:
-            raise TeloError(Code.MANIFEST_VALIDATION_FAILED, f"{where}.rateLimit.period must be a positive duration "
-                            f"(1ms or more): {reason}", hint="write e.g. rateLimit: { limit: 100, period: 1m }",
-                            data={"queue": self.name, "field": "rateLimit.period"})
-        return limit, int(ms)
+        period = positive_period_ms(self.app, rate.get("period"), f"{where}.rateLimit.period", self.name,
+                                    "rateLimit.period", "write e.g. rateLimit: { limit: 100, period: 1m }")
+        return limit, period
 
     def _limit(self, field: str, where: str) -> int | None:
         raw = self.config.get(field)
@@ -157,15 +147,7 @@ class Queue(Resource):
         """The run's concurrency key, evaluated once at admission and recorded (never re-evaluated on replay)."""
         if self.key_ev is None:
             return None
-        value = self.key_ev.evaluate({**self.app.module_scope(), "inputs": inputs})
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, str | int):
-            return str(value)
-        raise TeloError(Code.INPUT_INVALID, f"{self.key_ev.where}: a concurrency key must be a string, an "
-                        f"integer or a boolean, got {type(value).__name__} {value!r}",
-                        hint="key the queue on a scalar of the inputs, e.g. !cel \"inputs.tenant\"",
-                        data={"queue": self.name})
+        return scalar_key(self.key_ev, {**self.app.module_scope(), "inputs": inputs}, "a concurrency key")
 
 
 def refuse_file_journal(journal: Journal, what: str, queue: str) -> None:

@@ -76,7 +76,9 @@ class AdmissionKeys:
         if "debounce" in present:
             d = config["debounce"]
             return cls(debounce=c.value(d["key"], where=f"{where}.debounce.key"),
-                       debounce_ms=_period(app, d.get("period"), f"{where}.debounce.period", queue))
+                       debounce_ms=positive_period_ms(
+                           app, d.get("period"), f"{where}.debounce.period", queue, "debounce.period",
+                           'write e.g. debounce: { period: 5s, key: !cel "inputs.user" }'))
         if "singleton" in present:
             s = config["singleton"]
             mode, key = str(s.get("mode", "skip")), c.value(s["key"], where=f"{where}.singleton.key")
@@ -143,7 +145,9 @@ def superseded_note(queue: str, run: str, cancelled: tuple[str, ...]) -> None:
         log.info("durable.run.superseded", extra={"durable.run": old, "durable.by": run, "durable.queue": queue})
 
 
-def _period(app: Host, raw: Any, where: str, queue: str) -> int:
+def positive_period_ms(app: Host, raw: Any, where: str, queue: str, field: str, hint: str) -> int:
+    """A queue's period field (``debounce.period``, ``rateLimit.period``) in ms: a duration of 1 ms or more,
+    evaluated at load; ``ERR_MANIFEST_VALIDATION_FAILED`` otherwise."""
     period = compile_time(app, raw, where)
     try:
         ms = duration_ms(period)
@@ -152,8 +156,7 @@ def _period(app: Host, raw: Any, where: str, queue: str) -> int:
     else:
         reason = f"got {period!r}"
     if ms < 1:
-        raise _invalid(f"{where} must be a positive duration (1ms or more): {reason}", queue, "debounce.period",
-                       'write e.g. debounce: { period: 5s, key: !cel "inputs.user" }')
+        raise _invalid(f"{where} must be a positive duration (1ms or more): {reason}", queue, field, hint)
     return int(ms)
 
 
