@@ -185,3 +185,23 @@ def test_set_queue_limits_overrides_them_in_the_journal_and_this_app_applies_the
         back = app.set_queue_limits("orders", reset=True)
         assert back["override"] is None and back["limits"] == back["manifestLimits"]
         assert app.application.resources["orders"].limits().concurrency == 1  # type: ignore[attr-defined]
+
+
+def test_a_queued_start_with_room_is_granted_in_its_admissions_operation(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 16's overhead row (BENCHMARKS.md "Queues"): a start whose queue has room is granted by its admission's
+    own journal operation (``Store.admit_granted``) and executes at once — no separate ask for a slot. Before,
+    every queued start admitted alone, then asked ``claim_due`` for its slot."""
+    asks: list[object] = []
+    real = SqliteStore.claim_due_async
+
+    def counted(self: SqliteStore, *args: Any, **kwargs: Any) -> Any:
+        asks.append(kwargs.get("only"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteStore, "claim_due_async", counted)
+    with telo.load(MANIFEST, journal=str(tmp_path / "j.db")) as app:
+        ref = app.start("order", {"order": "B-1", "shop": "south"})
+        assert ref.status == "scheduled" and ref.started  # (the documented answer: admitted `scheduled`)
+        assert app.wait(ref).status == "completed"
+    assert asks == []

@@ -92,6 +92,19 @@ class AsyncStore:
             return await self._group.admit_async(admission)
         return await self._call(self.sync.admit, admission)
 
+    async def admit_granted(self, admission: Admission, holder: str, now_ms: int, queues: Mapping[str, QueueLimits]
+                            ) -> tuple[AdmitResult, tuple[RunRecord, Fence] | None]:
+        """A queued start's admission and its first grant in one journal operation (:meth:`Store.admit_granted`,
+        issue 16): the admission, and the granted run's record with its fence, or None if the queue had no room."""
+        asked = SYSTEM_CLOCK.monotonic()  # real time, as in claim()
+        if self._group is not None:
+            admitted, record = await self._group.admit_granted_async(admission, holder, self.claim_ttl_ms, now_ms,
+                                                                     queues)
+        else:
+            admitted, record = await self._call(self.sync.admit_granted, admission, holder, self.claim_ttl_ms,
+                                                now_ms, queues)
+        return admitted, None if record is None else (record, Fence(holder, record.fence, asked))
+
     @property
     def admits_queued(self) -> bool:
         """Whether :meth:`submit_admission` can queue an admission (the store has an asynchronous group commit)."""

@@ -45,7 +45,7 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Pa
 from telo.journal.postgres_groups import append_group
 from telo.journal.postgres_keyed import admit_keyed
 from telo.journal.postgres_queue_overrides import PgQueueOverrides
-from telo.journal.postgres_queues import claim_queued
+from telo.journal.postgres_queues import GrantAsks, claim_queued
 from telo.journal.postgres_reads import LoopReads, PgReads
 from telo.journal.postgres_rows import db_errors
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
@@ -114,6 +114,8 @@ class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
         self._wake = WakeHub(url, names.channel)
         self._records: LoopReads[RunRecord] = LoopReads(self.read_runs)
         self._statuses: LoopReads[str] = LoopReads(self.read_statuses)
+        self._grants = GrantAsks(lambda h, ttl, now, runs, queues: self._claim_queued(h, ttl, now, len(runs), runs,
+                                                                                      None, (), queues))
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
         conn = psycopg.connect(self._url, autocommit=True, **CONNECT_OPTIONS)
@@ -168,6 +170,20 @@ class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
         if admission.keyed:  # (blocking: a pooled connection's transaction, on a worker thread)
             return asyncio.ensure_future(asyncio.to_thread(self._admit_keyed, admission))
         return self._queued(ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
+
+    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                            queues: Mapping[str, QueueLimits]) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
+        """The admission in the group commit, then its queue's grant asked with the other starts' of the loop
+        iteration its commit settled in (:class:`telo.journal.postgres_queues.GrantAsks`)."""
+        admitted = self.admit_async(admission)
+
+        async def then_granted() -> tuple[AdmitResult, RunRecord | None]:
+            result = await admitted
+            if not result.admitted or admission.queue is None:
+                return result, None
+            return result, await self._grants.ask(admission.run, holder, ttl_ms, now_ms, queues)
+
+        return asyncio.ensure_future(then_granted())
 
     def _admit_keyed(self, admission: Admission) -> AdmitResult:
         with db_errors("admit a run"):

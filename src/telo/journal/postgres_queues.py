@@ -23,6 +23,7 @@ each other's queue locks.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from telo.journal.claims import holder_is_dead, this_host
 from telo.journal.model import RunRecord
 from telo.journal.postgres_rows import RUN_COLS, record_from_row
 from telo.journal.postgres_sql import DUE_WHERE, FILTERS, PgSql
-from telo.journal.queues import Candidate, QueueLimits, Tally, fill, wanted_queues
+from telo.journal.queues import AskKey, Candidate, QueueLimits, Tally, ask_key, fill, merged_limits, wanted_queues
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -143,3 +144,57 @@ def _grant_queue(conn: psycopg.Connection[Any], st: _Statements, q: PgSql, name:
 def _local_holders(conn: psycopg.Connection[Any], q: PgSql, now_ms: int) -> list[str]:
     rows = conn.execute(q.dead_holder_candidates, (now_ms, f"@{this_host()}:")).fetchall()
     return [str(r[0]) for r in rows]
+
+
+# grant(holder, ttl_ms, now_ms, runs, queues): the queued runs of ``runs`` granted to ``holder`` (claim_queued's)
+Grant = Callable[[str, int, int, list[str], Mapping[str, QueueLimits]], list[RunRecord]]
+_Ask = tuple[str, int, Mapping[str, QueueLimits], "asyncio.Future[RunRecord | None]"]
+
+
+class GrantAsks:
+    """The first grants of queued starts (``PostgresStore.admit_granted_async``, issue 16) asked in one loop
+    iteration, asked together: one transaction per queue under its advisory lock for all of them, not one each.
+
+    Why (benchmarks/queue_overhead.py): the admissions of a hundred starts commit in one group-commit batch and
+    their futures settle in one loop wake-up; asked one by one, their grants serialised on the queue's lock and
+    on the pool's few connections. Asked together — the runs named by ``only``, each start's reserved share of
+    ``workerConcurrency`` summed (:func:`telo.journal.queues.merged_limits`) — the grant is the one rule,
+    counted under the lock, as for any claim."""
+
+    def __init__(self, grant: Grant) -> None:
+        self._grant = grant
+        self._asks: dict[asyncio.AbstractEventLoop, dict[AskKey, list[_Ask]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()  # (a task only the loop references may be collected)
+
+    def ask(self, run: str, holder: str, ttl_ms: int, now_ms: int,
+            queues: Mapping[str, QueueLimits]) -> asyncio.Future[RunRecord | None]:
+        """``run``'s grant (its record as granted) or None, asked with the others of this loop iteration."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[RunRecord | None] = loop.create_future()
+        pending = self._asks.get(loop)
+        if pending is None:
+            pending = self._asks[loop] = {}
+            loop.call_soon(self._flush, loop)
+        pending.setdefault(ask_key(holder, ttl_ms, queues), []).append((run, now_ms, queues, future))
+        return future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        for key, asks in self._asks.pop(loop, {}).items():
+            task = loop.create_task(self._together(key, asks))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _together(self, key: AskKey, asks: list[_Ask]) -> None:
+        holder, ttl_ms, _ = key
+        try:  # (blocking: pooled connections' transactions, on a worker thread)
+            records = await asyncio.to_thread(self._grant, holder, ttl_ms, max(a[1] for a in asks),
+                                              [a[0] for a in asks], merged_limits([a[2] for a in asks]))
+        except Exception as exc:  # (each start's own: its future raises it)
+            for *_, future in asks:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        granted = {record.run: record for record in records}
+        for run, _, _, future in asks:
+            if not future.done():
+                future.set_result(granted.get(run))

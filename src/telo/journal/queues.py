@@ -182,3 +182,28 @@ def fill(tally: Tally, limits: QueueLimits, wanted: int, read: CandidateRead) ->
         if len(rows) < n:
             break
     return chosen
+
+
+# What lets the grants of several queued starts share one ask (``Store.admit_granted``, issue 16): the same holder,
+# lease and queues, their limits equal but for ``worker_free`` (each start's own share of the process's free
+# ``workerConcurrency``, reserved before it asked: telo.kinds.slot_waits.reserve).
+AskKey = tuple[str, int, tuple[tuple[str, QueueLimits], ...]]
+
+
+def ask_key(holder: str, ttl_ms: int, queues: Mapping[str, QueueLimits]) -> AskKey:
+    """The key under which starts' grants are asked together (see :data:`AskKey`)."""
+    return holder, ttl_ms, tuple((name, replace(limits, worker_free=-1 if limits.worker_free is not None else None))
+                                 for name, limits in wanted_queues(queues))
+
+
+def merged_limits(asks: Sequence[Mapping[str, QueueLimits]]) -> dict[str, QueueLimits]:
+    """The limits of asks of one :func:`ask_key` asked together: each queue's ``worker_free`` the sum of theirs
+    (what each reserved of the process's), so the one ask grants no more than they would have one by one."""
+    out: dict[str, QueueLimits] = {}
+    for queues in asks:
+        for name, limits in queues.items():
+            had = out.get(name)
+            if had is not None and had.worker_free is not None and limits.worker_free is not None:
+                limits = replace(limits, worker_free=had.worker_free + limits.worker_free)
+            out[name] = limits
+    return out

@@ -40,6 +40,7 @@ from telo.journal.columns import TargetTexts
 from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
 from telo.journal.queues import QueueLimits
+from telo.journal.sqlite_admit_grant import AdmitGrantOp, Granted, admit_grant_group
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_keyed import KeyedAdmitOp
@@ -105,7 +106,8 @@ class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStor
         # other operation may write entries unseen by the seq bases: they are forgotten before it runs.
         self._writer = sqlite_writer(
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
-            groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group)),
+            groups=((AdmitOp, admit_group), (AdmitGrantOp, admit_grant_group), (AppendOp, append_group),
+                    (CompleteOp, complete_group)),
             after_begin=self._seqs.sync, before_other=self._seqs.clear, after_failure=self._seqs.clear,
         )
         self._targets = TargetTexts()
@@ -203,6 +205,25 @@ class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStor
             op = KeyedAdmitOp(self._sql, admission, self._clock.now_ms())
             return keyed.notice_when_done(self._writer.submit_async(op, isolated=True))
         return self._lifecycle_async("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
+
+    def admit_granted(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                      queues: Mapping[str, QueueLimits]) -> Granted:
+        """Admitted and granted in one write transaction (:mod:`telo.journal.sqlite_admit_grant`)."""
+        if admission.keyed:
+            return super().admit_granted(admission, holder, ttl_ms, now_ms, queues)
+        return self._lifecycle("admit", self._admit_grant(admission, holder, ttl_ms, now_ms, queues), isolated=True)
+
+    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                            queues: Mapping[str, QueueLimits]) -> asyncio.Future[Granted]:
+        assert not admission.keyed, "a keyed admission is decided alone (admit_async)"
+        if self._ambient() is not None:
+            raise lifecycle_refused("admit")
+        # (two writing statements: a SAVEPOINT when it runs alone; grouped, admit_grant_group takes one)
+        return self._writer.submit_async(self._admit_grant(admission, holder, ttl_ms, now_ms, queues), isolated=True)
+
+    def _admit_grant(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                     queues: Mapping[str, QueueLimits]) -> AdmitGrantOp:
+        return AdmitGrantOp(self._sql, admission, holder, ttl_ms, now_ms, queues, self._seqs)
 
     def read_run(self, run: str) -> RunRecord | None:
         return self._read(reads.run_record(self._sql, run))

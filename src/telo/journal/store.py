@@ -198,6 +198,18 @@ class Store(abc.ABC):
                 start(run, first=mine[run].started_at is None)
         return granted
 
+    def admit_granted(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                      queues: Mapping[str, QueueLimits]) -> tuple[AdmitResult, RunRecord | None]:
+        """:meth:`admit` a queued run and, once admitted, ask its queue for a slot for ``holder`` in the same
+        journal operation: :meth:`claim_due` ``(only=[run])``'s grant under ``queues``, or None (issue 16; a queued
+        start, ``telo.kinds.queued.admit_queued``). SQLite does both in the writer's one transaction, PostgreSQL
+        the admission then the queue's advisory-locked grant; this generic form calls the two."""
+        admitted = self.admit(admission)
+        if not admitted.admitted or admission.queue is None:
+            return admitted, None
+        granted = self.claim_due(holder, ttl_ms, now_ms, 1, only=[admission.run], queues=queues)
+        return admitted, granted[0] if granted else None
+
     def _starts_since(self, queue: str, since_ms: int) -> int:
         """How many runs of ``queue`` started after ``since_ms`` (its rate window; the generic form reads every
         run — the memory store overrides it, the SQL stores count in their granting transaction)."""
@@ -400,6 +412,11 @@ class GroupCommitStore(Protocol):
                         skip: Collection[str] = (),
                         queues: Mapping[str, QueueLimits] | None = None) -> asyncio.Future[list[RunRecord]]:
         """:meth:`Store.claim_due`."""
+        ...
+
+    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                            queues: Mapping[str, QueueLimits]) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
+        """:meth:`Store.admit_granted`."""
         ...
 
     def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:

@@ -1,12 +1,13 @@
 """Starting and continuing runs of a workflow that names a ``DurableLocal.Queue`` (issue 16).
 
 A start admits the run ``scheduled``, due at once, with its queue and concurrency key — and does not claim it:
-the journal grants it only while the queue has room (:meth:`telo.journal.store.Store.claim_due`). The starting
-process then waits for a slot the way it waits out a timed park in process (``PARKED_RECHECK_MS``): it asks
-``claim_due(only=[run])`` until the run is granted to it, and executes it; a worker may be granted it first, and
-then the starter stops waiting (``telo run`` reports it running ``elsewhere``). Every other claim of a queued
-run in this process — a resubmission, the continuation after a timed park — goes through the same grant, so no
-path of this process starts a queued run past its limits.
+the journal grants it only while the queue has room (:meth:`telo.journal.store.Store.claim_due`). A start asks
+for its slot in its admission's own journal operation (:func:`admit_queued`, ``Store.admit_granted``) and,
+granted, executes at once; otherwise the starting process waits for a slot the way it waits out a timed park in
+process (``PARKED_RECHECK_MS``): it asks ``claim_due(only=[run])`` until the run is granted to it, and executes
+it; a worker may be granted it first, and then the starter stops waiting (``telo run`` reports it running
+``elsewhere``). Every other claim of a queued run in this process — a resubmission, the continuation after a
+timed park — goes through the same grant, so no path of this process starts a queued run past its limits.
 
 ``workerConcurrency`` is per process: a queue counts its runs granted to this process until their execution
 rests (:attr:`telo.kinds.queue.Queue.executing`), counted at the grant, before anything else can ask.
@@ -21,7 +22,6 @@ queue's due runs in order.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,9 +30,9 @@ from telo.durable.aio import AsyncStore
 from telo.durable.halting import halts
 from telo.errors import TeloError
 from telo.journal.claims import Fence
-from telo.journal.model import Admission
-from telo.journal.queues import QueueLimits
+from telo.journal.model import Admission, AdmitResult, RunRecord
 from telo.journal.rules import claim_is_live
+from telo.kinds.slot_waits import reserve
 from telo.runtime.resource import RunOutcome
 
 if TYPE_CHECKING:
@@ -56,7 +56,8 @@ class Workflow(Protocol):
     def store(self) -> AsyncStore: ...
 
     async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
-                          chain: tuple[str, ...] | None = None, queued: Queue | None = None) -> Any: ...
+                          chain: tuple[str, ...] | None = None, queued: Queue | None = None,
+                          record: RunRecord | None = None) -> Any: ...
 
 
 def queued_admission(queue: Queue, admission: Admission, inputs: Any, now_ms: int) -> Admission:
@@ -67,18 +68,49 @@ def queued_admission(queue: Queue, admission: Admission, inputs: Any, now_ms: in
     return replace(admission, status="scheduled", **fields)
 
 
-def queue_limits(queue: Queue) -> Mapping[str, QueueLimits]:
-    return {queue.name: queue.limits()}
-
-
 async def claim_queued(wf: Workflow, queue: Queue, run: str, holder: str) -> Fence | None:
     """Claim ``run`` if it is due and its queue has room now (counted at once toward ``workerConcurrency``:
     the caller gives the slot back with :func:`slot_done` when the execution rests)."""
-    granted = await wf.store.claim_due(holder, wf.app.clock.now_ms(), 1, only=[run], queues=queue_limits(queue))
+    limits, reserved = reserve(queue, 1)
+    try:
+        granted = await wf.store.claim_due(holder, wf.app.clock.now_ms(), 1, only=[run], queues={queue.name: limits})
+    finally:
+        queue.executing -= reserved
     if not granted:
         return None
     queue.executing += 1
     return granted[0][1]
+
+
+async def admit_queued(wf: Workflow, queue: Queue, admission: Admission, inputs: Any,
+                       chain: tuple[str, ...]) -> tuple[AdmitResult, bool]:
+    """Admit a start's run and ask its queue for a slot in the same journal operation (``Store.admit_granted``):
+    granted (True), it executes at once — from the record the grant returned, not read again, and without reading
+    its journal when the grant was its first claim; else the caller
+    waits for a slot (:func:`wait_for_slot`). The start answers ``scheduled`` either way (docs/kinds.md).
+
+    Why (benchmarks/queue_overhead.py, BENCHMARKS.md "Queues"): the admission's commit awaited alone and then a
+    wait for the waiters' next ask cost a start ~130 ms at 100 in flight, with room in the queue. The same
+    grant, under the same limits counted in the granting transaction; only while no run of the queue waits in
+    this process — else the new run asks with them, in the queue's order (priority, :mod:`telo.kinds.slot_waits`)."""
+    store = wf.store
+    if queue.waits.runs or shutdown.draining():  # (draining: admitted only, as a wait would leave it)
+        return await store.admit(admission), False
+    limits, reserved = reserve(queue, 1)
+    try:
+        admitted, granted = await store.admit_granted(admission, wf.holder, wf.app.clock.now_ms(),
+                                                      {queue.name: limits})
+    finally:
+        queue.executing -= reserved
+    if granted is None:
+        return admitted, False
+    queue.executing += 1  # (given back by run_to_rest once the execution rests: slot_done)
+    record, fence = granted
+    # fresh (no journal to read) when this is the run's first claim ever — token 1: no execution held it before
+    # (on PostgreSQL a worker could be granted it between the admission's commit and this grant)
+    wf.app.hold(wf.run_to_rest(admission.run, inputs, fence, fresh=record.fence == 1, chain=chain, queued=queue,
+                               record=record))
+    return admitted, True
 
 
 def slot_done(queue: Queue | None) -> None:

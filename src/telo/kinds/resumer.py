@@ -173,6 +173,7 @@ class Resumer(Resource):
         store = wf.store
         queue = wf.queue  # its runs are granted only as the queue's limits allow (issue 16)
         share = None
+        reserved = 0
         try:
             queues = None
             if queue is not None:
@@ -186,8 +187,16 @@ class Resumer(Resource):
                                      else min(cap, limits.worker_free))
                 self._queue_claimed_at = SYSTEM_CLOCK.monotonic()
                 queues = {queue.name: limits}
-            claimed = await store.claim_due(self.holder, self.app.clock.now_ms(), free, only=only,
-                                            workflows=[wf.name], skip=self.unreadable, queues=queues)
+                # reserved while the ask is out, so that an ask made meanwhile in this process (a queued start's,
+                # telo.kinds.queued.admit_queued) does not count the same free workerConcurrency
+                reserved = min(limits.worker_free or 0, free)
+                queue.executing += reserved
+            try:
+                claimed = await store.claim_due(self.holder, self.app.clock.now_ms(), free, only=only,
+                                                workflows=[wf.name], skip=self.unreadable, queues=queues)
+            finally:
+                if queue is not None:
+                    queue.executing -= reserved
         except TeloError as exc:
             if not halts(exc):
                 raise

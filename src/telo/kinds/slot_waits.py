@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from telo.journal.claims import Fence
@@ -58,10 +58,14 @@ class SlotWaits:
                 named = sorted(r for r, h in self.runs.items() if h == holder and r not in self.granted)
                 self.asks += 1
                 self.named.update(dict.fromkeys(named, self.asks))
-                granted = await store.claim_due(holder, clock.now_ms(), len(named), only=named,
-                                                queues={queue.name: queue.limits()})
+                limits, reserved = reserve(queue, len(named))
+                try:
+                    granted = await store.claim_due(holder, clock.now_ms(), len(named), only=named,
+                                                    queues={queue.name: limits})
+                finally:
+                    queue.executing -= reserved
+                queue.executing += len(granted)
                 for record, got in granted:
-                    queue.executing += 1
                     self.granted[record.run] = got
                     if record.run in self.woken:
                         self.woken[record.run].set()
@@ -81,3 +85,16 @@ class SlotWaits:
         self.named.pop(run, None)
         self.woken.pop(run, None)
         return self.granted.pop(run, None)
+
+
+def reserve(queue: Counted, wanted: int) -> tuple[QueueLimits, int]:
+    """The queue's limits for an ask of up to ``wanted`` runs, and the share of the process's free
+    ``workerConcurrency`` reserved for it (counted in ``queue.executing`` until the ask returns; the caller takes
+    it back, then counts what was granted). Why: asks made at once — a queued start's own
+    (``telo.kinds.queued.admit_queued``) while the waiters' ask is out — must not each count the same free slots."""
+    limits = queue.limits()
+    if limits.worker_free is None:
+        return limits, 0
+    reserved = min(limits.worker_free, wanted)
+    queue.executing += reserved
+    return replace(limits, worker_free=reserved), reserved

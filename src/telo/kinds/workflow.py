@@ -33,13 +33,13 @@ from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.journal.rules import claim_is_live
+from telo.kinds.attached import warn_if_inputs_differ
 from telo.kinds.journals import Journal
 from telo.kinds.queue import Queue
 from telo.kinds.queue_keys import keyed_conflict, superseded_note
-from telo.kinds.queued import claim_queued, queued_admission, slot_done, wait_for_slot
+from telo.kinds.queued import admit_queued, claim_queued, queued_admission, slot_done, wait_for_slot
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Resource, RunOutcome
-from telo.values.equality import equal
 
 if TYPE_CHECKING:
     from telo.runtime.resource import Host
@@ -216,10 +216,13 @@ class Workflow(Resource):
                                 data={"run": run})
             faults.point("after-admit")
             return {"runId": run, "started": True, "status": "running"}
-        admitted = await store.admit(admission)
-        if admitted.admitted and queue is not None:  # never claimed at admission: it waits for a slot
+        # a queued run is granted in its admission's operation if its queue has room (keyed: admitted alone)
+        admitted, granted = await admit_queued(self, queue, admission, inputs, chain) \
+            if queue is not None and not admission.keyed else (await store.admit(admission), False)
+        if admitted.admitted and queue is not None:  # admitted `scheduled` (docs/kinds.md), granted or to wait
             superseded_note(queue.name, run, admitted.superseded)
-            wait_for_slot(self, queue, run, inputs, chain)
+            if not granted:
+                wait_for_slot(self, queue, run, inputs, chain)
             return {"runId": run, "started": True, "status": "scheduled"}
         if not admitted.admitted:
             record = admitted.record
@@ -229,7 +232,7 @@ class Workflow(Resource):
                     return answer
                 run, inputs = record.run, record.decoded_inputs()  # attached: that run, with its inputs
             elif self.on_conflict != "reject":
-                _warn_if_inputs_differ(run, record, inputs)
+                warn_if_inputs_differ(run, record, inputs)
             else:
                 raise InvokeError(Code.DURABLE_RUN_EXISTS, f"run {run!r} already exists ({record.status})",
                                   hint="use onConflict: attach to attach to it", data={"run": run,
@@ -289,7 +292,8 @@ class Workflow(Resource):
         self.app.run_rested(RunOutcome(run, "elsewhere", holder=holder))
 
     async def run_to_rest(self, run: str, inputs: Any, fence: Fence, *, fresh: bool = False,
-                          chain: tuple[str, ...] | None = None, queued: Queue | None = None) -> Execution:
+                          chain: tuple[str, ...] | None = None, queued: Queue | None = None,
+                          record: RunRecord | None = None) -> Execution:
         """Execute, and while the run parks on TIME only (a durable sleep, a long retry backoff), wait in this
         process and continue it — so ``telo run`` behaves like a script; ``kill -9`` during the wait loses
         nothing, since the park is journaled and a worker or a rerun continues it. A run waiting for a
@@ -297,13 +301,14 @@ class Workflow(Resource):
 
         ``chain``: the workflows of the runs that led to this one, itself last (:meth:`nested_chain`; default:
         a chain of its own). Set for this task only: the body runs in a task of its own (App.hold). ``queued``:
-        the run's queue, whose slot this process counts until each execution rests (telo.kinds.queued)."""
+        the run's queue, whose slot this process counts until each execution rests (telo.kinds.queued); ``record``:
+        the run's record as its grant returned it (not read again)."""
         _CHAIN.set(chain if chain is not None else (self.name,))
         store = self.store
         while True:
             try:
-                execution = await self.execute(run, inputs, fence, fresh=fresh)
-                fresh = False
+                execution = await self.execute(run, inputs, fence, fresh=fresh, record=record)
+                fresh, record = False, None
             except Exception:
                 log.exception("durable.run.crashed", extra={"durable.run": run})
                 raise
@@ -407,17 +412,3 @@ def _outcome(execution: Execution) -> RunOutcome:
     has_result = execution.status == "completed" and execution.result is not NO_VALUE
     return RunOutcome(execution.run, execution.status, result=execution.result if has_result else None,
                       has_result=has_result, error=execution.error)
-
-
-def _warn_if_inputs_differ(run: str, record: RunRecord, inputs: Any) -> None:
-    """A start that attaches to an existing run (onConflict: attach) gets that run, admitted with ITS inputs:
-    when the caller's differ, say so (a warning ``telo run`` prints) rather than let the caller believe its
-    inputs were used. ``onConflict: reject`` refuses the start instead."""
-    admitted = record.decoded_inputs()
-    if admitted is NO_VALUE or equal(admitted, inputs):
-        return
-    log.warning("durable.run.inputs_differ", extra={
-        "durable.run": run,
-        "durable.message": f"run {run!r} exists with other inputs; this start attaches to it and its own inputs "
-                           "are not used (onConflict: reject refuses such a start; a new runId starts a new run)",
-    })

@@ -1,0 +1,72 @@
+"""A queued start's admission and its first grant in one SQLite write transaction (issue 16,
+docs/proposals/admission-control.md "Built so far": the benchmark row; :meth:`telo.journal.store.Store.admit_granted`).
+
+Why: a queued start used to await its admission's commit on its own, then wait for a slot with the other
+waiters of its process, each ask one more commit (benchmarks/queue_overhead.py: 0.75x the unqueued throughput at
+100 in flight). As one writer operation the admission and the grant share the batch's commit — and so do the
+starts of one batch: their admissions are one multi-row INSERT (:func:`telo.journal.sqlite_lifecycle.admit_group`)
+and their grants one :func:`telo.journal.sqlite_claims.claim_due` per holder and queue, under the queue's limits
+counted inside the same ``BEGIN IMMEDIATE`` as every other grant (:mod:`telo.journal.sqlite_queues`). Nothing is
+granted of a run this operation did not admit (an existing id answers as ``admit`` does).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from telo.journal import sqlite_claims
+from telo.journal.model import Admission, AdmitResult, RunRecord
+from telo.journal.queues import QueueLimits, ask_key, merged_limits
+from telo.journal.sqlite_append import SeqBases
+from telo.journal.sqlite_group import distinct_runs, savepoint
+from telo.journal.sqlite_lifecycle import AdmitOp, admit_group
+from telo.journal.sqlite_schema import Sql
+
+Granted = tuple[AdmitResult, RunRecord | None]
+
+
+class AdmitGrantOp:
+    """``admit_granted`` as a writer operation: callable alone, and groupable by :func:`admit_grant_group`."""
+
+    __slots__ = ("admit", "holder", "now_ms", "queues", "run", "seqs", "sql", "ttl_ms")
+
+    def __init__(self, sql: Sql, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                 queues: Mapping[str, QueueLimits], seqs: SeqBases | None = None) -> None:
+        self.sql, self.seqs = sql, seqs
+        self.run = admission.run
+        self.admit = AdmitOp(sql, admission, now_ms, None, seqs)
+        self.holder, self.ttl_ms, self.now_ms, self.queues = holder, ttl_ms, now_ms, queues
+
+    def __call__(self, conn: sqlite3.Connection) -> Granted:
+        ok, value = admit_grant_group(conn, [self])[0]
+        if not ok:
+            raise value
+        result: Granted = value
+        return result
+
+
+def admit_grant_group(conn: sqlite3.Connection, ops: list[AdmitGrantOp]) -> list[tuple[bool, Any]]:
+    """A batch's queued starts: their admissions in few statements, then one grant per :func:`ask_key` of the
+    runs admitted — all or nothing (a SAVEPOINT: the group runner's contract). (ok, (AdmitResult, granted
+    record or None)) per op."""
+    distinct_runs(ops)
+    with savepoint(conn, "grant"):
+        admitted = admit_group(conn, [op.admit for op in ops])
+        asks: dict[Any, list[AdmitGrantOp]] = {}
+        for op, (ok, result) in zip(ops, admitted, strict=True):
+            if ok and result.admitted and op.admit.record.queue is not None:
+                asks.setdefault(ask_key(op.holder, op.ttl_ms, op.queues), []).append(op)
+        granted: dict[str, RunRecord] = {}
+        for same in asks.values():
+            first = same[0]
+            grant = sqlite_claims.claim_due(first.sql, first.holder, first.ttl_ms, max(op.now_ms for op in same),
+                                            len(same), only=[op.run for op in same], workflows=None, skip=(),
+                                            queues=merged_limits([op.queues for op in same]))
+            for record in grant(conn):
+                granted[record.run] = record
+                if first.seqs is not None:  # the claim the grant wrote, as an admission notes its own
+                    first.seqs.note_claim(record.run, record.claim.holder if record.claim else None, record.fence)
+    return [(True, (result, granted.get(op.run))) if ok else (False, result)
+            for op, (ok, result) in zip(ops, admitted, strict=True)]
