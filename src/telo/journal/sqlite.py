@@ -102,12 +102,13 @@ class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStor
                 raise
             raise diagnosis from exc
         self._seqs = SeqBases()
-        # The order groups run in within a batch: a run's admission, its entries, then its completion. Any
-        # other operation may write entries unseen by the seq bases: they are forgotten before it runs.
+        # The order groups run in within a batch: a run's admission, its entries, then its completion — and the
+        # queued starts' admissions and grants last, so that the completions of the batch free their slots first.
+        # Any other operation may write entries unseen by the seq bases: they are forgotten before it runs.
         self._writer = sqlite_writer(
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
-            groups=((AdmitOp, admit_group), (AdmitGrantOp, admit_grant_group), (AppendOp, append_group),
-                    (CompleteOp, complete_group)),
+            groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group),
+                    (AdmitGrantOp, admit_grant_group)),
             after_begin=self._seqs.sync, before_other=self._seqs.clear, after_failure=self._seqs.clear,
         )
         self._targets = TargetTexts()
