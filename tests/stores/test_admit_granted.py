@@ -74,16 +74,19 @@ def test_starts_of_one_moment_share_the_ask_and_stop_at_the_limit(store: Store, 
     now = clock.now_ms()
     commits = store.stats.commits
 
-    async def starts() -> list[bool]:
+    granted: list[str] = []
+
+    async def starts() -> None:
         aio = AsyncStore(store)
         # each start reserved one worker slot of its own (telo.kinds.slot_waits.reserve): the shared ask sums them
         limits = {"q": QueueLimits(concurrency=5, worker_free=1)}
-        got = await asyncio.gather(*(aio.admit_granted(queued(f"r{i:02}", now), A, now, limits) for i in range(20)))
-        assert all(admitted.admitted for admitted, _ in got)
-        return [granted is not None for _, granted in got]
+        got = await asyncio.gather(*(aio.admit_granted(queued(f"r{i:02}", now), A, now, limits,
+                                                       lambda record, fence: granted.append(record.run))
+                                     for i in range(20)))
+        assert all(admitted.admitted for admitted in got)
 
-    granted = asyncio.run(starts())
-    assert sum(granted) == 5
+    asyncio.run(starts())
+    assert len(granted) == 5 == len(set(granted))
     assert sum(1 for r in store.runs_of_queue("q") if r.status == "running") == 5
     if store.kind == "sqlite":  # admissions and grants in one transaction: one commit for the twenty
         assert store.stats.commits - commits == 1

@@ -92,18 +92,29 @@ class AsyncStore:
             return await self._group.admit_async(admission)
         return await self._call(self.sync.admit, admission)
 
-    async def admit_granted(self, admission: Admission, holder: str, now_ms: int, queues: Mapping[str, QueueLimits]
-                            ) -> tuple[AdmitResult, tuple[RunRecord, Fence] | None]:
+    async def admit_granted(self, admission: Admission, holder: str, now_ms: int, queues: Mapping[str, QueueLimits],
+                            granted: Callable[[RunRecord, Fence], None]) -> AdmitResult:
         """A queued start's admission and its first grant in one journal operation (:meth:`Store.admit_granted`,
-        issue 16): the admission, and the granted run's record with its fence, or None if the queue had no room."""
+        issue 16): the admission, once durable; ``granted(record, fence)`` is called if the queue granted the run —
+        on SQLite as soon as the writer decided it, before the commit (the execution's writes queue behind it)."""
         asked = SYSTEM_CLOCK.monotonic()  # real time, as in claim()
+        told = False
         if self._group is not None:
-            admitted, record = await self._group.admit_granted_async(admission, holder, self.claim_ttl_ms, now_ms,
-                                                                     queues)
+            decided: asyncio.Future[tuple[AdmitResult, RunRecord | None]] = asyncio.get_running_loop().create_future()
+            committed = self._group.admit_granted_async(admission, holder, self.claim_ttl_ms, now_ms, queues,
+                                                        decided=decided)
+            await asyncio.wait((decided, committed), return_when=asyncio.FIRST_COMPLETED)
+            early = decided.result()[1] if decided.done() else None
+            if early is not None:
+                told = True
+                granted(early, Fence(holder, early.fence, asked))
+            admitted, record = await committed
         else:
             admitted, record = await self._call(self.sync.admit_granted, admission, holder, self.claim_ttl_ms,
                                                 now_ms, queues)
-        return admitted, None if record is None else (record, Fence(holder, record.fence, asked))
+        if record is not None and not told:
+            granted(record, Fence(holder, record.fence, asked))
+        return admitted
 
     @property
     def admits_queued(self) -> bool:

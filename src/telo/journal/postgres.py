@@ -172,9 +172,12 @@ class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
         return self._queued(ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
 
     def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                            queues: Mapping[str, QueueLimits]) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
+                            queues: Mapping[str, QueueLimits], *,
+                            decided: asyncio.Future[tuple[AdmitResult, RunRecord | None]] | None = None
+                            ) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
         """The admission in the group commit, then its queue's grant asked with the other starts' of the loop
-        iteration its commit settled in (:class:`telo.journal.postgres_queues.GrantAsks`)."""
+        iteration its commit settled in (:class:`telo.journal.postgres_queues.GrantAsks`); committed when decided
+        (``decided`` is left alone)."""
         admitted = self.admit_async(admission)
 
         async def then_granted() -> tuple[AdmitResult, RunRecord | None]:

@@ -215,16 +215,20 @@ class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStor
         return self._lifecycle("admit", self._admit_grant(admission, holder, ttl_ms, now_ms, queues), isolated=True)
 
     def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                            queues: Mapping[str, QueueLimits]) -> asyncio.Future[Granted]:
+                            queues: Mapping[str, QueueLimits], *,
+                            decided: asyncio.Future[Granted] | None = None) -> asyncio.Future[Granted]:
+        """``decided``: settled with the outcome once the writer ran the operation, before its batch commits."""
         assert not admission.keyed, "a keyed admission is decided alone (admit_async)"
         if self._ambient() is not None:
             raise lifecycle_refused("admit")
         # (two writing statements: a SAVEPOINT when it runs alone; grouped, admit_grant_group takes one)
-        return self._writer.submit_async(self._admit_grant(admission, holder, ttl_ms, now_ms, queues), isolated=True)
+        return self._writer.submit_async(self._admit_grant(admission, holder, ttl_ms, now_ms, queues, decided),
+                                         isolated=True)
 
     def _admit_grant(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                     queues: Mapping[str, QueueLimits]) -> AdmitGrantOp:
-        return AdmitGrantOp(self._sql, admission, holder, ttl_ms, now_ms, queues, self._seqs)
+                     queues: Mapping[str, QueueLimits], decided: asyncio.Future[Granted] | None = None
+                     ) -> AdmitGrantOp:
+        return AdmitGrantOp(self._sql, admission, holder, ttl_ms, now_ms, queues, self._seqs, decided)
 
     def read_run(self, run: str) -> RunRecord | None:
         return self._read(reads.run_record(self._sql, run))

@@ -12,6 +12,8 @@ granted of a run this operation did not admit (an existing id answers as ``admit
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
@@ -30,11 +32,12 @@ Granted = tuple[AdmitResult, RunRecord | None]
 class AdmitGrantOp:
     """``admit_granted`` as a writer operation: callable alone, and groupable by :func:`admit_grant_group`."""
 
-    __slots__ = ("admit", "holder", "now_ms", "queues", "run", "seqs", "sql", "ttl_ms")
+    __slots__ = ("admit", "decided", "holder", "now_ms", "queues", "run", "seqs", "sql", "ttl_ms")
 
     def __init__(self, sql: Sql, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                 queues: Mapping[str, QueueLimits], seqs: SeqBases | None = None) -> None:
-        self.sql, self.seqs = sql, seqs
+                 queues: Mapping[str, QueueLimits], seqs: SeqBases | None = None,
+                 decided: asyncio.Future[Granted] | None = None) -> None:
+        self.sql, self.seqs, self.decided = sql, seqs, decided
         self.run = admission.run
         self.admit = AdmitOp(sql, admission, now_ms, None, seqs)
         self.holder, self.ttl_ms, self.now_ms, self.queues = holder, ttl_ms, now_ms, queues
@@ -68,5 +71,27 @@ def admit_grant_group(conn: sqlite3.Connection, ops: list[AdmitGrantOp]) -> list
                 granted[record.run] = record
                 if first.seqs is not None:  # the claim the grant wrote, as an admission notes its own
                     first.seqs.note_claim(record.run, record.claim.holder if record.claim else None, record.fence)
-    return [(True, (result, granted.get(op.run))) if ok else (False, result)
-            for op, (ok, result) in zip(ops, admitted, strict=True)]
+    out = [(True, (result, granted.get(op.run))) if ok else (False, result)
+           for op, (ok, result) in zip(ops, admitted, strict=True)]
+    _decide(ops, out)
+    return out
+
+
+def _decide(ops: list[AdmitGrantOp], out: list[tuple[bool, Any]]) -> None:
+    """Tell each start's loop what was decided for it, before the batch commits (one hand-off per loop): the
+    start executes the granted run meanwhile, as an unqueued start runs its body while its admission commits —
+    the body's writes queue behind this batch (FIFO), and an effect that must not be repeated blindly waits for
+    them, so it never runs for a grant that did not commit (telo.kinds.queued.admit_queued)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Granted], Granted]]] = {}
+    for op, (ok, value) in zip(ops, out, strict=True):
+        if ok and op.decided is not None:
+            by_loop.setdefault(op.decided.get_loop(), []).append((op.decided, value))
+    for loop, decisions in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # (a loop closed meanwhile: nobody waits)
+            loop.call_soon_threadsafe(_settle, decisions)
+
+
+def _settle(decisions: list[tuple[asyncio.Future[Granted], Granted]]) -> None:
+    for future, value in decisions:
+        if not future.done():
+            future.set_result(value)

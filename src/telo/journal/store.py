@@ -415,8 +415,11 @@ class GroupCommitStore(Protocol):
         ...
 
     def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                            queues: Mapping[str, QueueLimits]) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
-        """:meth:`Store.admit_granted`."""
+                            queues: Mapping[str, QueueLimits], *,
+                            decided: asyncio.Future[tuple[AdmitResult, RunRecord | None]] | None = None
+                            ) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
+        """:meth:`Store.admit_granted`; ``decided``, if the store can (SQLite), settled with the same outcome as
+        soon as it is decided in the open transaction — before the commit, which the returned future awaits."""
         ...
 
     def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:

@@ -86,7 +86,9 @@ async def admit_queued(wf: Workflow, queue: Queue, admission: Admission, inputs:
                        chain: tuple[str, ...]) -> tuple[AdmitResult, bool]:
     """Admit a start's run and ask its queue for a slot in the same journal operation (``Store.admit_granted``):
     granted (True), it executes at once — from the record the grant returned, not read again, and without reading
-    its journal when the grant was its first claim; else the caller
+    its journal when the grant was its first claim; on SQLite as soon as the writer decided the grant, before its
+    commit, as an unqueued start runs its body while its admission commits (its writes queue behind the grant,
+    and an effect that must not be repeated blindly waits for them); else the caller
     waits for a slot (:func:`wait_for_slot`). The start answers ``scheduled`` either way (docs/kinds.md).
 
     Why (benchmarks/queue_overhead.py, BENCHMARKS.md "Queues"): the admission's commit awaited alone and then a
@@ -96,21 +98,23 @@ async def admit_queued(wf: Workflow, queue: Queue, admission: Admission, inputs:
     store = wf.store
     if queue.waits.runs or shutdown.draining():  # (draining: admitted only, as a wait would leave it)
         return await store.admit(admission), False
+    started: list[bool] = []
+
+    def execute(record: RunRecord, fence: Fence) -> None:
+        queue.executing += 1  # (given back by run_to_rest once the execution rests: slot_done)
+        started.append(True)
+        # fresh (no journal to read) when this is the run's first claim ever — token 1: no execution held it
+        # before (on PostgreSQL a worker could be granted it between the admission's commit and this grant)
+        wf.app.hold(wf.run_to_rest(admission.run, inputs, fence, fresh=record.fence == 1, chain=chain,
+                                   queued=queue, record=record))
+
     limits, reserved = reserve(queue, 1)
     try:
-        admitted, granted = await store.admit_granted(admission, wf.holder, wf.app.clock.now_ms(),
-                                                      {queue.name: limits})
+        admitted = await store.admit_granted(admission, wf.holder, wf.app.clock.now_ms(), {queue.name: limits},
+                                             execute)
     finally:
         queue.executing -= reserved
-    if granted is None:
-        return admitted, False
-    queue.executing += 1  # (given back by run_to_rest once the execution rests: slot_done)
-    record, fence = granted
-    # fresh (no journal to read) when this is the run's first claim ever — token 1: no execution held it before
-    # (on PostgreSQL a worker could be granted it between the admission's commit and this grant)
-    wf.app.hold(wf.run_to_rest(admission.run, inputs, fence, fresh=record.fence == 1, chain=chain, queued=queue,
-                               record=record))
-    return admitted, True
+    return admitted, bool(started)
 
 
 def slot_done(queue: Queue | None) -> None:
