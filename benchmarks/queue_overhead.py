@@ -12,7 +12,7 @@ order rotates (so that the machine's load hits each alike):
 - **queued, never the limit**: the workflow names a ``Local.Queue`` with ``concurrency: --concurrency``
   (1000: never reached with 100 in flight) — a start admits the run ``scheduled`` and asks the journal for a
   slot in the same operation (``Store.admit_granted``: on SQLite one transaction, the queue's slots counted in
-  it; on PostgreSQL the admission, then the queue's grant asked with the other starts of the moment) and
+  it; on PostgreSQL the starts of the moment admitted and granted in one transaction under the queue's lock) and
   executes it once granted: what a queue costs when it does not hold anything back;
 - **queued at the limit**: ``concurrency`` = ``--inflight`` (100) — every slot in use while runs keep
   coming, so a start may find the queue full and wait for a slot (``telo.kinds.queued``: it asks again every

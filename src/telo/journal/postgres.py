@@ -45,7 +45,7 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Pa
 from telo.journal.postgres_groups import append_group
 from telo.journal.postgres_keyed import admit_keyed
 from telo.journal.postgres_queue_overrides import PgQueueOverrides
-from telo.journal.postgres_queues import GrantAsks, claim_queued
+from telo.journal.postgres_queues import StartAsks, admit_and_grant, claim_queued
 from telo.journal.postgres_reads import LoopReads, PgReads
 from telo.journal.postgres_rows import db_errors
 from telo.journal.postgres_schema import ensure_schema, missing_columns, names_for
@@ -114,8 +114,7 @@ class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
         self._wake = WakeHub(url, names.channel)
         self._records: LoopReads[RunRecord] = LoopReads(self.read_runs)
         self._statuses: LoopReads[str] = LoopReads(self.read_statuses)
-        self._grants = GrantAsks(lambda h, ttl, now, runs, queues: self._claim_queued(h, ttl, now, len(runs), runs,
-                                                                                      None, (), queues))
+        self._starts = StartAsks(self._admit_and_grant)
 
     def _writer_connection(self) -> psycopg.Connection[Any]:
         conn = psycopg.connect(self._url, autocommit=True, **CONNECT_OPTIONS)
@@ -171,22 +170,33 @@ class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
             return asyncio.ensure_future(asyncio.to_thread(self._admit_keyed, admission))
         return self._queued(ops.PgAdmit(self._q, admission, self._clock.now_ms(), claim))
 
+    def admit_granted(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                      queues: Mapping[str, QueueLimits]) -> tuple[AdmitResult, RunRecord | None]:
+        """Admitted and granted in one transaction under the queue's lock (``postgres_queues.admit_and_grant``)."""
+        if admission.keyed:
+            return super().admit_granted(admission, holder, ttl_ms, now_ms, queues)
+        ok, value = self._admit_and_grant([self._admit_op(admission)], holder, ttl_ms, now_ms, queues)[0]
+        if not ok:
+            raise value
+        result: tuple[AdmitResult, RunRecord | None] = value
+        return result
+
     def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
                             queues: Mapping[str, QueueLimits], *,
                             decided: asyncio.Future[tuple[AdmitResult, RunRecord | None]] | None = None
                             ) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
-        """The admission in the group commit, then its queue's grant asked with the other starts' of the loop
-        iteration its commit settled in (:class:`telo.journal.postgres_queues.GrantAsks`); committed when decided
-        (``decided`` is left alone)."""
-        admitted = self.admit_async(admission)
+        """With the other starts of this loop iteration, in one transaction (``postgres_queues.StartAsks``);
+        committed when decided (``decided`` is left alone)."""
+        assert not admission.keyed, "a keyed admission is decided alone (admit_async)"
+        return self._starts.ask(self._admit_op(admission), holder, ttl_ms, now_ms, queues)
 
-        async def then_granted() -> tuple[AdmitResult, RunRecord | None]:
-            result = await admitted
-            if not result.admitted or admission.queue is None:
-                return result, None
-            return result, await self._grants.ask(admission.run, holder, ttl_ms, now_ms, queues)
+    def _admit_op(self, admission: Admission) -> ops.PgAdmit:
+        return ops.PgAdmit(self._q, admission, self._clock.now_ms())
 
-        return asyncio.ensure_future(then_granted())
+    def _admit_and_grant(self, admissions: list[ops.PgAdmit], holder: str, ttl_ms: int, now_ms: int,
+                         queues: Mapping[str, QueueLimits]) -> list[tuple[bool, Any]]:
+        with db_errors("admit and grant queued runs"):
+            return admit_and_grant(self._pool.connection, self._q, admissions, holder, ttl_ms, now_ms, queues)
 
     def _admit_keyed(self, admission: Admission) -> AdmitResult:
         with db_errors("admit a run"):

@@ -34,7 +34,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from telo.journal.claims import holder_is_dead, this_host
-from telo.journal.model import RunRecord
+from telo.journal.model import AdmitResult, RunRecord
+from telo.journal.postgres_ops import PgAdmit, admit_group
 from telo.journal.postgres_rows import RUN_COLS, record_from_row
 from telo.journal.postgres_sql import DUE_WHERE, FILTERS, PgSql
 from telo.journal.queues import AskKey, Candidate, QueueLimits, Tally, ask_key, fill, merged_limits, wanted_queues
@@ -146,36 +147,66 @@ def _local_holders(conn: psycopg.Connection[Any], q: PgSql, now_ms: int) -> list
     return [str(r[0]) for r in rows]
 
 
-# grant(holder, ttl_ms, now_ms, runs, queues): the queued runs of ``runs`` granted to ``holder`` (claim_queued's)
-Grant = Callable[[str, int, int, list[str], Mapping[str, QueueLimits]], list[RunRecord]]
-_Ask = tuple[str, int, Mapping[str, QueueLimits], "asyncio.Future[RunRecord | None]"]
+def admit_and_grant(connect: Connect, q: PgSql, admissions: list[PgAdmit], holder: str, ttl_ms: int, now_ms: int,
+                    queues: Mapping[str, QueueLimits]) -> list[tuple[bool, Any]]:
+    """Queued starts admitted and granted in ONE transaction on a pooled connection (``Store.admit_granted``):
+    their admissions in one statement, then, under each queue's advisory lock (name order), the grant of those
+    admitted — the limits counted after the lock as for any grant. (ok, (AdmitResult, granted record or None))
+    or (False, error) per admission. The due runs left waiting are NOTIFYed (delivered at the commit); the ones
+    granted are running here already."""
+    st = _statements(q)
+    for op in admissions:
+        op.due_now = False  # (NOTIFYed below only if left waiting)
+    with connect() as conn, conn.transaction():
+        admitted = admit_group(conn, admissions)
+        runs = [op.run for op, (ok, result) in zip(admissions, admitted, strict=True) if ok and result.admitted
+                and op.record.queue is not None]
+        granted: dict[str, RunRecord] = {}
+        for name, limits in wanted_queues(queues):
+            if len(granted) >= len(runs):
+                break
+            for record in _grant_queue(conn, st, q, name, limits, holder, ttl_ms, now_ms, len(runs) - len(granted),
+                                       {"workflows": None, "only": runs, "skip": []}):
+                granted[record.run] = record
+        waiting = [run for run in runs if run not in granted]
+        if waiting:
+            conn.execute(q.notify_many, (q.channel, waiting))
+    return [(True, (result, granted.get(op.run))) if ok else (False, result)
+            for op, (ok, result) in zip(admissions, admitted, strict=True)]
 
 
-class GrantAsks:
-    """The first grants of queued starts (``PostgresStore.admit_granted_async``, issue 16) asked in one loop
-    iteration, asked together: one transaction per queue under its advisory lock for all of them, not one each.
+# grant(admissions, holder, ttl_ms, now_ms, queues): :func:`admit_and_grant`'s outcomes, bound to a store
+Grant = Callable[[list[PgAdmit], str, int, int, Mapping[str, QueueLimits]], list[tuple[bool, Any]]]
+Granted = tuple[AdmitResult, RunRecord | None]
+_Ask = tuple[PgAdmit, int, Mapping[str, QueueLimits], "asyncio.Future[Granted]"]
 
-    Why (benchmarks/queue_overhead.py): the admissions of a hundred starts commit in one group-commit batch and
-    their futures settle in one loop wake-up; asked one by one, their grants serialised on the queue's lock and
-    on the pool's few connections. Asked together — the runs named by ``only``, each start's reserved share of
-    ``workerConcurrency`` summed (:func:`telo.journal.queues.merged_limits`) — the grant is the one rule,
-    counted under the lock, as for any claim."""
+
+class StartAsks:
+    """The queued starts (``PostgresStore.admit_granted_async``, issue 16) of one loop iteration, admitted and
+    granted together: one transaction (:func:`admit_and_grant`) for all of them, not an admission in the group
+    commit and a grant each.
+
+    Why (benchmarks/queue_overhead.py): a start's admission in the group commit waited behind the batches of every
+    body's writes (48 ms a run at 100 in flight), and the grants asked one by one serialised on the queue's lock
+    and the pool's few connections. Together — each start's reserved share of ``workerConcurrency`` summed
+    (:func:`telo.journal.queues.merged_limits`) — the grant is the one rule, counted under the lock."""
 
     def __init__(self, grant: Grant) -> None:
         self._grant = grant
         self._asks: dict[asyncio.AbstractEventLoop, dict[AskKey, list[_Ask]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # (a task only the loop references may be collected)
 
-    def ask(self, run: str, holder: str, ttl_ms: int, now_ms: int,
-            queues: Mapping[str, QueueLimits]) -> asyncio.Future[RunRecord | None]:
-        """``run``'s grant (its record as granted) or None, asked with the others of this loop iteration."""
+    def ask(self, admission: PgAdmit, holder: str, ttl_ms: int, now_ms: int,
+            queues: Mapping[str, QueueLimits]) -> asyncio.Future[Granted]:
+        """The admission's outcome and its grant (the record as granted) or None, with the others of this loop
+        iteration."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[RunRecord | None] = loop.create_future()
+        future: asyncio.Future[Granted] = loop.create_future()
         pending = self._asks.get(loop)
         if pending is None:
             pending = self._asks[loop] = {}
             loop.call_soon(self._flush, loop)
-        pending.setdefault(ask_key(holder, ttl_ms, queues), []).append((run, now_ms, queues, future))
+        pending.setdefault(ask_key(holder, ttl_ms, queues), []).append((admission, now_ms, queues, future))
         return future
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -186,15 +217,15 @@ class GrantAsks:
 
     async def _together(self, key: AskKey, asks: list[_Ask]) -> None:
         holder, ttl_ms, _ = key
-        try:  # (blocking: pooled connections' transactions, on a worker thread)
-            records = await asyncio.to_thread(self._grant, holder, ttl_ms, max(a[1] for a in asks),
-                                              [a[0] for a in asks], merged_limits([a[2] for a in asks]))
-        except Exception as exc:  # (each start's own: its future raises it)
-            for *_, future in asks:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        granted = {record.run: record for record in records}
-        for run, _, _, future in asks:
+        outcomes: list[tuple[bool, Any]]
+        try:  # (blocking: a pooled connection's transaction, on a worker thread)
+            outcomes = await asyncio.to_thread(self._grant, [a[0] for a in asks], holder, ttl_ms,
+                                               max(a[1] for a in asks), merged_limits([a[2] for a in asks]))
+        except Exception as exc:  # (the transaction failed: every start of it raises its error)
+            outcomes = [(False, exc)] * len(asks)
+        for (*_, future), (ok, value) in zip(asks, outcomes, strict=True):
             if not future.done():
-                future.set_result(granted.get(run))
+                if ok:
+                    future.set_result(value)
+                else:
+                    future.set_exception(value)
