@@ -40,7 +40,7 @@ from telo.journal.columns import TargetTexts
 from telo.journal.group_commit import GroupCommitWriter, WriterStats
 from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Parked, RunFilter, RunPage, RunRecord
 from telo.journal.queues import QueueLimits
-from telo.journal.sqlite_admit_grant import AdmitGrantOp, Granted, admit_grant_group
+from telo.journal.sqlite_admit_grant import AdmitGrantOp, SqliteAdmitGranted, admit_grant_group
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_keyed import KeyedAdmitOp
@@ -63,7 +63,7 @@ def _shutdown(writer: GroupCommitWriter, pool: Pool) -> None:
     pool.close()
 
 
-class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStore):
+class SqliteStore(SqliteAdmitGranted, SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStore):
     """A journal in one SQLite file (see the module docstring); its writes queued from an event loop share the
     group commit (:class:`telo.journal.store.GroupCommitStore`).
 
@@ -102,9 +102,9 @@ class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStor
                 raise
             raise diagnosis from exc
         self._seqs = SeqBases()
-        # The order groups run in within a batch: a run's admission, its entries, then its completion — and the
-        # queued starts' admissions and grants last, so that the completions of the batch free their slots first.
-        # Any other operation may write entries unseen by the seq bases: they are forgotten before it runs.
+        # The order groups run in within a batch: a run's admission, its entries, its completion (queued starts
+        # last: the batch's completions free slots first). Any other operation may write entries unseen by the seq
+        # bases: they are forgotten before it runs.
         self._writer = sqlite_writer(
             conn, f"telo-sqlite-writer:{os.path.basename(self.path)}",
             groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group),
@@ -206,29 +206,6 @@ class SqliteStore(SqliteQueueReads, SqliteQueueOverrides, Store, GroupCommitStor
             op = KeyedAdmitOp(self._sql, admission, self._clock.now_ms())
             return keyed.notice_when_done(self._writer.submit_async(op, isolated=True))
         return self._lifecycle_async("admit", AdmitOp(self._sql, admission, self._clock.now_ms(), claim, self._seqs))
-
-    def admit_granted(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                      queues: Mapping[str, QueueLimits]) -> Granted:
-        """Admitted and granted in one write transaction (:mod:`telo.journal.sqlite_admit_grant`)."""
-        if admission.keyed:
-            return super().admit_granted(admission, holder, ttl_ms, now_ms, queues)
-        return self._lifecycle("admit", self._admit_grant(admission, holder, ttl_ms, now_ms, queues), isolated=True)
-
-    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                            queues: Mapping[str, QueueLimits], *,
-                            decided: asyncio.Future[Granted] | None = None) -> asyncio.Future[Granted]:
-        """``decided``: settled with the outcome once the writer ran the operation, before its batch commits."""
-        assert not admission.keyed, "a keyed admission is decided alone (admit_async)"
-        if self._ambient() is not None:
-            raise lifecycle_refused("admit")
-        # (two writing statements: a SAVEPOINT when it runs alone; grouped, admit_grant_group takes one)
-        return self._writer.submit_async(self._admit_grant(admission, holder, ttl_ms, now_ms, queues, decided),
-                                         isolated=True)
-
-    def _admit_grant(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                     queues: Mapping[str, QueueLimits], decided: asyncio.Future[Granted] | None = None
-                     ) -> AdmitGrantOp:
-        return AdmitGrantOp(self._sql, admission, holder, ttl_ms, now_ms, queues, self._seqs, decided)
 
     def read_run(self, run: str) -> RunRecord | None:
         return self._read(reads.run_record(self._sql, run))

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from telo.journal import sqlite_claims
 from telo.journal.model import Admission, AdmitResult, RunRecord
@@ -25,6 +25,14 @@ from telo.journal.sqlite_append import SeqBases
 from telo.journal.sqlite_group import distinct_runs, savepoint
 from telo.journal.sqlite_lifecycle import AdmitOp, admit_group
 from telo.journal.sqlite_schema import Sql
+from telo.journal.sqlite_tx import lifecycle_refused
+
+if TYPE_CHECKING:
+    from telo.journal.group_commit import GroupCommitWriter
+    from telo.journal.sqlite_group import Op
+    from telo.journal.store import Store
+
+T = TypeVar("T")
 
 Granted = tuple[AdmitResult, RunRecord | None]
 
@@ -95,3 +103,36 @@ def _settle(decisions: list[tuple[asyncio.Future[Granted], Granted]]) -> None:
     for future, value in decisions:
         if not future.done():
             future.set_result(value)
+
+
+class SqliteAdmitGranted:
+    """``admit_granted`` of :class:`telo.journal.sqlite.SqliteStore` (which provides what is declared here)."""
+
+    _sql: Sql
+    _seqs: SeqBases
+    _writer: GroupCommitWriter
+
+    def _lifecycle(self, what: str, fn: Op[T], *, isolated: bool = False) -> T:
+        raise NotImplementedError
+
+    def _ambient(self) -> Any:
+        raise NotImplementedError
+
+    def admit_granted(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                      queues: Mapping[str, QueueLimits]) -> Granted:
+        """One write transaction; a keyed admission is decided alone (the generic form)."""
+        if admission.keyed:
+            from telo.journal.store import Store
+
+            return Store.admit_granted(cast("Store", self), admission, holder, ttl_ms, now_ms, queues)
+        op = AdmitGrantOp(self._sql, admission, holder, ttl_ms, now_ms, queues, self._seqs)
+        return self._lifecycle("admit", op, isolated=True)  # (two writes: a SAVEPOINT when it runs alone)
+
+    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
+                            queues: Mapping[str, QueueLimits], *,
+                            decided: asyncio.Future[Granted] | None = None) -> asyncio.Future[Granted]:
+        """``decided``: settled with the outcome once the writer ran the operation, before its batch commits."""
+        if admission.keyed or self._ambient() is not None:
+            raise lifecycle_refused("admit")  # (a keyed admission: admit_async, decided alone)
+        op = AdmitGrantOp(self._sql, admission, holder, ttl_ms, now_ms, queues, self._seqs, decided)
+        return self._writer.submit_async(op, isolated=True)

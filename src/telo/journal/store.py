@@ -200,15 +200,10 @@ class Store(abc.ABC):
 
     def admit_granted(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
                       queues: Mapping[str, QueueLimits]) -> tuple[AdmitResult, RunRecord | None]:
-        """:meth:`admit` a queued run and, once admitted, ask its queue for a slot for ``holder`` in the same
-        journal operation: :meth:`claim_due` ``(only=[run])``'s grant under ``queues``, or None (issue 16; a queued
-        start, ``telo.kinds.queued.admit_queued``). SQLite does both in the writer's one transaction, PostgreSQL
-        the admission then the queue's advisory-locked grant; this generic form calls the two."""
-        admitted = self.admit(admission)
-        if not admitted.admitted or admission.queue is None:
-            return admitted, None
-        granted = self.claim_due(holder, ttl_ms, now_ms, 1, only=[admission.run], queues=queues)
-        return admitted, granted[0] if granted else None
+        """:meth:`admit`, then :meth:`claim_due` ``(only=[run])`` in one operation (issue 16; generic: the two)."""
+        admitted, only = self.admit(admission), [admission.run] if admission.queue is not None else []
+        got = self.claim_due(holder, ttl_ms, now_ms, 1, only=only, queues=queues) if admitted.admitted else []
+        return admitted, got[0] if got else None
 
     def _starts_since(self, queue: str, since_ms: int) -> int:
         """How many runs of ``queue`` started after ``since_ms`` (its rate window; the generic form reads every
@@ -414,13 +409,9 @@ class GroupCommitStore(Protocol):
         """:meth:`Store.claim_due`."""
         ...
 
-    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int,
-                            queues: Mapping[str, QueueLimits], *,
-                            decided: asyncio.Future[tuple[AdmitResult, RunRecord | None]] | None = None
-                            ) -> asyncio.Future[tuple[AdmitResult, RunRecord | None]]:
-        """:meth:`Store.admit_granted`; ``decided``, if the store can (SQLite), settled with the same outcome as
-        soon as it is decided in the open transaction — before the commit, which the returned future awaits."""
-        ...
+    def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int, queues: Mapping[
+        str, QueueLimits], *, decided: asyncio.Future[Any] | None = None) -> asyncio.Future[tuple[AdmitResult, Any]]:
+        """:meth:`Store.admit_granted`; ``decided`` settled when decided, before the commit (SQLite)."""
 
     def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:
         """:meth:`Store.read_run`, as of the last commit. The reads asked in one loop iteration may share one
