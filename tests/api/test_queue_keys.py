@@ -153,7 +153,11 @@ def test_singleton_cancel_running_cancels_the_live_run_and_admits(load: Any) -> 
 
 def test_singleton_queue_runs_one_run_of_a_key_at_a_time(load: Any) -> None:
     with load('singleton: { key: !cel "inputs.order", mode: queue }') as app:
-        refs = [start(app, n, hold=0.2) for n in range(3)] + [start(app, 9, order="B", hold=0.2)]
+        refs = []
+        for n in range(3):  # FIFO is by admission time, then id within one millisecond: a millisecond apart
+            refs.append(start(app, n, hold=0.2))
+            time.sleep(0.002)
+        refs.append(start(app, 9, order="B", hold=0.2))
         assert len({r.run_id for r in refs}) == 4 and all(r.started for r in refs)
         assert all(app.wait(r).ok for r in refs)
         records = [record(app, r.run_id) for r in refs]
