@@ -42,6 +42,7 @@ from telo.journal.model import Admission, AdmitResult, Claim, Entry, Outcome, Pa
 from telo.journal.queues import QueueLimits
 from telo.journal.sqlite_admit_grant import AdmitGrantOp, SqliteAdmitGranted, admit_grant_group
 from telo.journal.sqlite_append import AppendOp, SeqBases, append_group
+from telo.journal.sqlite_connect import check_options, connect
 from telo.journal.sqlite_group import Op, savepoint
 from telo.journal.sqlite_keyed import KeyedAdmitOp
 from telo.journal.sqlite_lifecycle import AdmitOp, CompleteOp, admit_group, complete_group
@@ -50,7 +51,7 @@ from telo.journal.sqlite_open import unopenable
 from telo.journal.sqlite_queue_overrides import SqliteQueueOverrides
 from telo.journal.sqlite_queue_reads import SqliteQueueReads
 from telo.journal.sqlite_rows import error_json, reasons_json
-from telo.journal.sqlite_schema import Sql, check_options, connect
+from telo.journal.sqlite_schema import Sql
 from telo.journal.sqlite_tx import Pool, SqliteTransaction, ambient_of, lifecycle_refused, open_transaction
 from telo.journal.sqlite_writer import sqlite_writer
 from telo.journal.store import GroupCommitStore, Store, StoreTransaction

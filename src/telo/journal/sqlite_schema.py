@@ -1,5 +1,5 @@
-"""The SQLite journal's tables, statements, connections and schema migrations (reference §7 "Postgres
-journal", mirrored); what its rows mean is :mod:`telo.journal.sqlite_rows`.
+"""The SQLite journal's tables and statements (reference §7 "Postgres journal", mirrored; its connections are
+:mod:`telo.journal.sqlite_connect`); what its rows mean is :mod:`telo.journal.sqlite_rows`.
 
 The SQLite journal keeps the PostgreSQL journal's two tables — same names ``<prefix>_runs`` /
 ``<prefix>_entries``, same columns, same indexes — so a journal moves between the two by copying rows, and
@@ -23,9 +23,7 @@ upgraded in place are :mod:`telo.journal.sqlite_migrate`'s.
 
 from __future__ import annotations
 
-import os
 import re
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -35,9 +33,6 @@ from telo.journal.queue_overrides import table_ddl
 from telo.journal.sqlite_rows import ENTRY_SELECT, RECORD_SELECT
 
 SCHEMA_VERSION: Final = 7  # what each version added: telo.journal.sqlite_migrate
-SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
-# RETURNING (3.35) lets an append bump the run's counter and learn the new seq in one statement.
-MIN_SQLITE: Final = (3, 35, 0)
 
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -332,66 +327,3 @@ class Sql:
             f"SELECT {RECORD_SELECT} FROM {self.runs} WHERE {' AND '.join(where)} "
             "ORDER BY ifnull(created_at, 0) DESC, run DESC LIMIT :limit"
         )
-
-
-# --- connections ------------------------------------------------------------------------------------------
-
-
-def connect(path: str, *, synchronous: str, busy_timeout_ms: int) -> sqlite3.Connection:
-    """A connection in autocommit mode (we issue BEGIN/COMMIT), WAL, the given ``synchronous`` and busy timeout.
-
-    ``check_same_thread=False``: the writer and transaction connections are handed between threads, always
-    under the owner's lock or by the single writer thread.
-    """
-    conn = sqlite3.connect(
-        path,
-        timeout=busy_timeout_ms / 1000,
-        isolation_level=None,
-        check_same_thread=False,
-        cached_statements=128,
-    )
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-        # journal_mode is persistent in the file: set it only once (setting it takes a lock).
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        if str(mode).lower() != "wal":
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise JournalError(
-                Code.JOURNAL_CONFIG_INVALID,
-                f"the SQLite journal {path!r} cannot use write-ahead logging (journal_mode is {mode!r})",
-                hint="put the journal on a local filesystem that supports shared memory (not a network share)",
-                data={"path": path},
-            )
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def check_options(path: str, synchronous: str) -> str:
-    if sqlite3.sqlite_version_info < MIN_SQLITE:
-        raise JournalError(
-            Code.JOURNAL_CONFIG_INVALID,
-            f"the SQLite library is {sqlite3.sqlite_version}; the SQLite journal needs "
-            f"{'.'.join(map(str, MIN_SQLITE))} or newer",
-            hint="use a Python build that bundles a newer SQLite",
-        )
-    mode = synchronous.upper()
-    if mode not in SYNCHRONOUS_MODES:
-        raise JournalError(
-            Code.JOURNAL_CONFIG_INVALID,
-            f"synchronous={synchronous!r} is not one of {', '.join(SYNCHRONOUS_MODES)}",
-            hint="FULL (the default) makes every acknowledged append survive a power loss",
-            data={"synchronous": synchronous},
-        )
-    if path == ":memory:" or path.startswith("file::memory:") or path == "":
-        raise JournalError(
-            Code.JOURNAL_CONFIG_INVALID,
-            "the SQLite journal needs a file: an in-memory SQLite database is private to one connection",
-            hint="use the memory: journal for tests, or give the SQLite journal a file path",
-        )
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
-    return mode
