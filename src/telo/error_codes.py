@@ -255,6 +255,11 @@ class Code(StrEnum):
     QUEUE_NOT_FOUND = ("ERR_QUEUE_NOT_FOUND", "a manifest declares no Local.Queue of that name (`telo queues "
                        "show`), or the journal has no run of that queue (the dashboard)",
                        "list the queues with `telo queues list MANIFEST`")
+    SCHEDULE_NOT_FOUND = ("ERR_SCHEDULE_NOT_FOUND", "a manifest declares no durable Schedule.Cron or "
+                          "Schedule.Interval of that name (`telo schedules`, the Python API, the dashboard)",
+                          "list the schedules with `telo schedules list MANIFEST`")
+    SCHEDULE_RANGE_INVALID = ("ERR_SCHEDULE_RANGE_INVALID", "a backfill's range is empty, reversed, or holds more "
+                              "ticks than one backfill starts", "give FROM before TO, and split a long range")
     UI_UNAVAILABLE = ("ERR_UI_UNAVAILABLE", "`telo ui` lacks the dashboard's packages", "pip install 'telo-python[ui]'")
     UI_TOKEN_REQUIRED = ("ERR_UI_TOKEN_REQUIRED", "the dashboard was asked without its token, or would be exposed "
                          "beyond loopback without one", "send the token, or bind to a loopback host")

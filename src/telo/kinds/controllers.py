@@ -24,6 +24,7 @@ from . import (
     queue,
     resumer,
     run,
+    schedule,
     sql,
     timer,
     workflow,
@@ -38,6 +39,7 @@ _CLASSES: tuple[Any, ...] = (
     addressing.Resume,
     journals.SqliteJournal, journals.FileJournal, journals.PostgresJournal,
     sql.Connection, sql.Transaction, sql.Query, sql.Exec,
+    schedule.Cron, schedule.Interval,
 )
 
 CONTROLLERS: Mapping[str, Controller] = {cls.kind: cls for cls in _CLASSES}

@@ -1,4 +1,5 @@
-"""``telo worker``: continue due runs of every workflow in a manifest (reference §6 "Local.Resumer").
+"""``telo worker``: continue due runs of every workflow in a manifest (reference §6 "Local.Resumer"), and keep
+its durable schedules ticking (issue 17, :mod:`telo.kinds.schedule`).
 
 One resumer per workflow claims its due runs and continues each with the same code path as a start; all of a
 worker's resumers share its ``concurrency`` slots (:class:`telo.durable.slots.Slots`), so the process executes
@@ -17,6 +18,7 @@ from telo.durable.slots import DEFAULT_CONCURRENCY, Slots
 from telo.journal.model import RunFilter
 from telo.kinds.controllers import load_application
 from telo.kinds.resumer import Resumer
+from telo.kinds.schedule import Schedule
 from telo.kinds.workflow import Workflow
 from telo.runtime.app import Application
 
@@ -48,27 +50,33 @@ async def serve(app: Application, *, interval: str | int = "1s", until_idle: boo
     slots = Slots(concurrency)
     resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None, slots)
                 for wf in app.resources.values() if isinstance(wf, Workflow)]
+    schedules = [s for s in app.resources.values() if isinstance(s, Schedule) and s.durable]
     try:
         if not until_idle:
-            await asyncio.gather(*(r.loop() for r in resumers))
+            await asyncio.gather(*(r.loop() for r in resumers), *(s.loop() for s in schedules))
         else:
-            await _until_idle(resumers, slots, idle_horizon_ms)
+            await _until_idle(resumers, schedules, slots, idle_horizon_ms)
     finally:
         for r in resumers:
             await r.teardown()
+        for s in schedules:
+            await s.teardown()
         executing = [task for r in resumers for task in r.active]
         if executing:
             await asyncio.wait(executing)
 
 
-async def _until_idle(resumers: list[Resumer], slots: Slots, horizon_ms: int) -> None:
-    """Keep the slots full until no run is executing, none could be claimed, and none is due soon."""
+async def _until_idle(resumers: list[Resumer], schedules: list[Schedule], slots: Slots, horizon_ms: int) -> None:
+    """Keep the slots full until no run is executing, none could be claimed, and none is due soon. Each round
+    first decides the schedules' due ticks (their runs are then due like any other)."""
     freed = asyncio.Event()
     slots.on_freed(freed.set)
     interval = resumers[0].interval_s() if resumers else 0.1
     nudged = False
     while not shutdown.draining():
         freed.clear()
+        for schedule in schedules:
+            await schedule.beat()
         started = [task for r in resumers for task in await r.fill()]
         executing = any(r.active for r in resumers)
         if not started and not executing:

@@ -12,6 +12,7 @@ from .journals import JOURNAL_FILE, JOURNAL_POSTGRES, JOURNAL_SQLITE
 from .model import KindSpec, ModuleSpec
 from .python import PYTHON
 from .run import RUN
+from .scheduler import SCHEDULER
 from .sql import SQL
 from .telo import TELO
 from .test import TEST
@@ -20,7 +21,7 @@ from .timer import TIMER
 BUILTIN_MODULES: Mapping[str, ModuleSpec] = {
     m.import_name: m
     for m in (RUN, CONSOLE, TIMER, DURABLE, DURABLE_LOCAL, JOURNAL_FILE, JOURNAL_SQLITE, JOURNAL_POSTGRES,
-              PYTHON, ASSERT, SQL, TEST)
+              PYTHON, ASSERT, SQL, TEST, SCHEDULER)
 }
 
 # Every built-in kind by canonical name (`DurableLocal.Workflow`), the `Telo.*` kinds included.

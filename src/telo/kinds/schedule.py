@@ -1,0 +1,298 @@
+"""``Scheduler.Cron`` and ``Scheduler.Interval`` (issue 17; upstream module ``scheduler``, usually imported as
+``Schedule``): run something on a cron expression or every interval.
+
+Two forms, chosen by what ``invoke`` names:
+
+- **durable** — ``invoke`` is a ``DurableLocal.Workflow``. Each tick starts one run with the id
+  ``<schedule>@<RFC 3339 tick>``, admitted ``scheduled`` at the tick (plus its ``jitter``) and executed by
+  whichever worker claims it, so a tick fires exactly once across processes and crashes. What was done with each
+  tick — fired, buffered, skipped and why — is decided by one process at a time (the holder of the
+  schedule's ledger claim) and recorded in the ledger (:mod:`telo.kinds.schedule_ledger`) under the policies of
+  :mod:`telo.kinds.schedule_plan`. ``telo worker`` (and ``App.serve``) runs every durable schedule of its
+  manifest; named as a target of ``telo run``, a durable schedule also serves its workflow's due runs.
+- **in process** — anything else invocable: upstream's semantics. Each process runs its own timer and
+  invokes the body on each tick; a failing tick is logged and the schedule goes on; ticks never overlap in one
+  process; a tick missed while the process is down is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from telo.durable import shutdown
+from telo.durable.operator import cancel_run
+from telo.errors import Code, TeloError
+from telo.journal.claims import Fence, Holder
+from telo.journal.model import Admission
+from telo.runtime.resource import Resource
+
+from . import schedule_ledger as ledger
+from .cron import CronTicks, IntervalTicks, Ticks, local_text, tick_text
+from .queued import queue_fields
+from .schedule_config import policy_of, target_of
+from .schedule_plan import Policy, plan
+from .workflow import Workflow
+
+if TYPE_CHECKING:
+    from telo.runtime.resource import Host
+
+log = logging.getLogger("telo.schedule")
+
+LEAD_TTL_MS: Final = 15_000  # a dead holder's schedule is taken over within this (and decided on time)
+POLL_S: Final = 5.0  # how often a process looks at the ledger between ticks (operator actions, leadership)
+SETTLED: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+class Schedule(Resource):
+    """What both kinds share; subclasses say where the ticks fall (:meth:`ticks`)."""
+
+    def __init__(self, app: Host, name: str, config: Mapping[str, Any], module: str | None) -> None:
+        super().__init__(app, name, config, module)
+        self.holder = Holder.for_this_process(f"schedule-{name}").to_text()
+        self._fence: Fence | None = None
+        self._ensured = False
+        self._stopped = False
+        self.decided = 0  # decisions this process recorded (tests and the log read it)
+
+    async def init(self) -> None:
+        where = f"{self.kind} {self.name!r}"
+        self.target = target_of(self.app, self.config, where)
+        self.durable = isinstance(self.target, Workflow)
+        self.policy: Policy = policy_of(self.app, self.config, where, durable=self.durable)
+        self.when_ev = self.field("when")
+        inputs = self.config.get("inputs")
+        self.inputs_ev = None if inputs is None else self.app.compiler.value(inputs, where=f"{where}.inputs",
+                                                                                  names=("tick",))
+        if self.when_ev is not None:
+            self.when_ev = self.app.compiler.value(self.config["when"], where=f"{where}.when", names=("tick",))
+
+    def ticks(self, anchor_ms: int) -> Ticks:
+        raise NotImplementedError
+
+    @property
+    def timezone(self) -> str:
+        return str(self.config.get("timezone", "UTC"))
+
+    @property
+    def workflow(self) -> Workflow:
+        assert isinstance(self.target, Workflow), "a durable schedule invokes a workflow"
+        return self.target
+
+    # --- one tick's scope ------------------------------------------------------------------------------
+
+    def tick_scope(self, tick_ms: int) -> dict[str, Any]:
+        """What ``when`` and ``inputs`` see: ``tick.at`` (RFC 3339 UTC), ``tick.local`` (in the schedule's
+        time zone), ``tick.ms`` (epoch ms) and ``tick.schedule``."""
+        tick = {"at": tick_text(tick_ms), "local": local_text(tick_ms, self.timezone), "ms": tick_ms,
+                "schedule": self.name}
+        return {**self.app.module_scope(), "tick": tick}
+
+    def gate(self, tick_ms: int) -> str | None:
+        """Why the tick is skipped by ``when`` or its inputs, or None to go on."""
+        if self.when_ev is None:
+            return None
+        try:
+            value = self.when_ev.evaluate(self.tick_scope(tick_ms))
+        except TeloError as exc:
+            return f"when failed: {exc.message}"
+        return None if value is True else "when is false"
+
+    def inputs_for(self, tick_ms: int) -> dict[str, Any]:
+        """The tick's call inputs: ``inputs`` evaluated with ``tick`` in scope; absent, ``{tick: <RFC 3339>}``."""
+        if self.inputs_ev is None:
+            return {"tick": tick_text(tick_ms)}
+        value = self.inputs_ev.evaluate(self.tick_scope(tick_ms))
+        if not isinstance(value, dict):
+            raise TeloError(Code.INPUT_INVALID, f"{self.inputs_ev.where}: a tick's inputs must be a map, got "
+                            f"{type(value).__name__}", hint="write inputs: { day: !cel \"tick.local\" }",
+                            data={"schedule": self.name})
+        return value
+
+    def jitter_of(self, tick_ms: int) -> int:
+        """The tick's delay within ``jitter``: a hash of the schedule and tick, so every process agrees."""
+        if not self.policy.jitter_ms:
+            return 0
+        digest = hashlib.sha256(f"{self.name}@{tick_ms}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") % (self.policy.jitter_ms + 1)
+
+    # --- serving ---------------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """As a target: the durable form also serves its workflow's due runs here (a worker would)."""
+        if self.durable:
+            from .resumer import Resumer
+
+            if not any(isinstance(r, Resumer) and r.workflow is self.workflow for r in self.app.resources.values()):
+                resumer = Resumer(self.app, f"schedule-{self.name}", {"workflow": self.config["invoke"],
+                                                                      "interval": "1s"}, None)
+                self.app.hold(resumer.loop())
+        self.app.hold(self.loop())
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    async def loop(self) -> None:
+        """Beat until stopped: at each tick, and every :data:`POLL_S` between ticks."""
+        undrain = shutdown.on_drain(self.stop)
+        try:
+            while not self._stopped and not shutdown.draining():
+                try:
+                    wake_ms = await (self.beat() if self.durable else self._fire_in_process())
+                except TeloError as exc:  # a journal outage, a bad tick: logged, and the schedule goes on
+                    log.warning("schedule.beat.failed", extra={"schedule": self.name, "error": exc.message})
+                    wake_ms = self.app.clock.now_ms() + int(POLL_S * 1000)
+                delay = max(0.0, min(POLL_S, (wake_ms - self.app.clock.now_ms()) / 1000))
+                await asyncio.sleep(delay)
+        finally:
+            undrain()
+            await self.teardown()
+
+    async def teardown(self) -> None:
+        fence, self._fence = self._fence, None
+        if fence is not None and self.durable:
+            await asyncio.to_thread(self.workflow.journal.store.release, ledger.ledger_id(self.name), fence.holder,
+                                    fence.token)
+
+    # --- the durable form ------------------------------------------------------------------------------
+
+    async def beat(self) -> int:
+        """Decide and start every due tick if this process holds the ledger (taking it if free); returns when to
+        beat next (epoch ms)."""
+        return await asyncio.to_thread(self._beat, self.app.clock.now_ms())
+
+    def _beat(self, now: int) -> int:
+        store = self.workflow.journal.store
+        if not self._ensured:
+            ledger.ensure(store, self.name, now)
+            self._ensured = True
+        fence = self._lead(now)
+        state = ledger.read(store, self.name)
+        anchor = self.policy.start_at_ms if self.policy.start_at_ms is not None else (state.created_ms or now)
+        ticks = self.ticks(anchor)
+        if fence is None:  # another process decides; look again soon (it may die)
+            return now + int(POLL_S * 1000)
+        if self.policy.pause_on_failure and not state.paused:
+            self._pause_on_failure(state, fence, now)
+            state = ledger.read(store, self.name)
+        self._start_waiting(state, now)
+        statuses: dict[str, str | None] = {}
+
+        def live(run: str) -> bool:
+            if run not in statuses:
+                record = store.read_run(run)
+                statuses[run] = None if record is None else record.status
+            return statuses[run] not in SETTLED
+
+        planned = plan(ticks, self.policy, state, now, run_of=lambda t: ledger.tick_run_id(self.name, t),
+                       live=live, gate=self.gate)
+        for run in planned.cancel:
+            cancel_run(store, run, f"schedule {self.name!r}: a new tick fired (overlap: cancelRunning)")
+        for decision in planned.decisions:
+            stored = ledger.decide(store, self.name, decision, fence)
+            self.decided += 1
+            if stored.action == "fire" and stored.run is not None:
+                self.admit(stored.run, stored.tick_ms)
+            log.info("schedule.tick", extra={"schedule": self.name, "tick": tick_text(stored.tick_ms),
+                                             "action": stored.action, "reason": stored.reason})
+        if planned.decisions:
+            ledger.compact(store, self.name, ledger.read(store, self.name), fence)
+        nxt = ticks.after(max(now, state.cursor_ms or now))
+        return min(nxt, now + int(POLL_S * 1000))
+
+    def _lead(self, now: int) -> Fence | None:
+        """Hold the ledger's claim: renew ours, or take it when free (its former holder died or let go)."""
+        store, run = self.workflow.journal.store, ledger.ledger_id(self.name)
+        if self._fence is not None and store.renew(run, self._fence, LEAD_TTL_MS, now):
+            return self._fence
+        token = store.claim(run, self.holder, LEAD_TTL_MS, now)
+        self._fence = None if token is None else Fence(self.holder, token)
+        return self._fence
+
+    def _pause_on_failure(self, state: ledger.LedgerState, fence: Fence, now: int) -> None:
+        store = self.workflow.journal.store
+        for decision in state.recent[-10:]:
+            run = decision.run
+            if run is None or decision.action == "skip" or run in state.failed_seen:
+                continue
+            record = store.read_run(run)
+            if record is not None and record.status == "failed":
+                ledger.record_op(store, self.name, ledger.Operation(
+                    "pause", now, "pauseOnFailure", f"{run} failed"), path=f"ops/failed/{run}", fence=fence)
+                return
+
+    def _start_waiting(self, state: ledger.LedgerState, now: int) -> None:
+        """Admit the fired tick whose admission a crash cut off, and each buffered tick whose run before it has
+        settled (in order)."""
+        store = self.workflow.journal.store
+        before: str | None = None
+        for decision in state.chain:
+            assert decision.run is not None
+            record = store.read_run(decision.run)
+            if record is None:
+                if before is not None:
+                    prior = store.read_run(before)
+                    if prior is None or prior.status not in SETTLED:
+                        return
+                self.admit(decision.run, decision.tick_ms, due_ms=now if decision.action == "buffer" else None)
+            before = decision.run
+
+    def admit(self, run: str, tick_ms: int, *, due_ms: int | None = None) -> bool:
+        """Admit ``run`` ``scheduled`` with a tick's inputs, due at ``due_ms`` (default: the tick plus its
+        jitter); False when the run exists already (an id is one tick's, so nothing fires twice)."""
+        wf = self.workflow
+        inputs = dict(wf.checked_inputs(self.inputs_for(tick_ms)))
+        digest = wf.body.digest
+        return wf.journal.store.admit(Admission.of(
+            run, status="scheduled", due_at=due_ms if due_ms is not None else tick_ms + self.jitter_of(tick_ms),
+            inputs=inputs, workflow=wf.name, manifest_digest=digest.value if digest else None,
+            digest_scope=digest.scope if digest else None, **queue_fields(wf.queue, inputs))).admitted
+
+    # --- the in-process form ---------------------------------------------------------------------------
+
+    async def _fire_in_process(self) -> int:
+        from telo.engine.dispatch import dispatch
+        from telo.runtime.resource import as_invocable
+
+        now = self.app.clock.now_ms()
+        if not hasattr(self, "_next_ms"):
+            self._next_ms = self.ticks(now).after(now)
+            self._anchor = now
+        if now < self._next_ms:
+            return self._next_ms
+        tick, self._next_ms = self._next_ms, self.ticks(self._anchor).after(now)
+        if self.gate(tick) is None:
+            try:
+                await dispatch(as_invocable(self.target), self.inputs_for(tick), events=self.app.events)
+            except Exception as exc:  # upstream: a failing tick is logged, the schedule goes on
+                log.warning("schedule.tick.failed", extra={"schedule": self.name, "tick": tick_text(tick),
+                                                           "error": str(exc)})
+        return self._next_ms
+
+
+class Cron(Schedule):
+    kind = "Scheduler.Cron"
+
+    async def init(self) -> None:
+        await super().init()
+        self._cron = CronTicks(str(self.config["cron"]), self.timezone, f"{self.kind} {self.name!r}.cron")
+
+    def ticks(self, anchor_ms: int) -> Ticks:
+        return self._cron
+
+
+class Interval(Schedule):
+    kind = "Scheduler.Interval"
+
+    async def init(self) -> None:
+        await super().init()
+        from .schedule_config import every_ms
+
+        self._every_ms = every_ms(self.app, self.config, f"{self.kind} {self.name!r}.every")
+
+    def ticks(self, anchor_ms: int) -> Ticks:
+        return IntervalTicks(self._every_ms, anchor_ms, str(self.config["every"]))
+
