@@ -15,6 +15,7 @@ from telo.errors import TeloError
 from telo.journal.claims import Holder
 from telo.journal.model import Admission
 from telo.journal.sqlite import SqliteStore
+from tests.queue_manifests import SQLITE, header
 
 
 @telo.kind("QueueShop.Work", idempotent=True)
@@ -22,21 +23,8 @@ def work(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"did": inputs.get("order")}
 
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: QueueApi, version: 1.0.0 }
-imports: { Local: durable-local, Journal: durable-journal-sqlite, Shop: QueueShop }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./.telo/runs.db
----
-kind: Local.Queue
-metadata: { name: orders }
-journal: !ref runs
-concurrency: 1
-workerConcurrency: 1
-concurrencyKey: { key: !cel "inputs.shop", limit: 1 }
+MANIFEST = header("QueueApi", SQLITE, "path: ./.telo/runs.db", imports={"Shop": "QueueShop"}, queues={
+    "orders": 'concurrency: 1\nworkerConcurrency: 1\nconcurrencyKey: { key: !cel "inputs.shop", limit: 1 }'}) + """\
 ---
 kind: Shop.Work
 metadata: { name: doWork }
@@ -74,21 +62,7 @@ def note(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"noted": inputs["order"]}
 
 
-PRIORITY = """\
-kind: Telo.Application
-metadata: { name: QueuePriority, version: 1.0.0 }
-imports: { Local: durable-local, Journal: durable-journal-sqlite, Shop: QueueShop }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./.telo/runs.db
----
-kind: Local.Queue
-metadata: { name: orders }
-journal: !ref runs
-concurrency: 1
-priority: !cel "inputs.rank"
-%s
+PRIORITY_FLOW = """\
 ---
 kind: Shop.Note
 metadata: { name: noteIt }
@@ -104,6 +78,13 @@ steps:
 """
 
 
+def priority_manifest(more: str = "") -> str:
+    """The queue ``orders`` of one slot, ``priority`` its inputs' ``rank``, with ``more`` rules."""
+    rules = 'concurrency: 1\npriority: !cel "inputs.rank"' + (f"\n{more}" if more else "")
+    return header("QueuePriority", SQLITE, "path: ./.telo/runs.db", imports={"Shop": "QueueShop"},
+                  queues={"orders": rules}) + PRIORITY_FLOW
+
+
 def test_runs_waiting_in_one_process_start_in_priority_order(tmp_path: Path) -> None:
     """``priority`` is evaluated at each start and recorded; the runs waiting for the one slot in this process
     ask for it together, so the journal grants them lowest priority first, ties in admission order — not in
@@ -115,7 +96,7 @@ def test_runs_waiting_in_one_process_start_in_priority_order(tmp_path: Path) -> 
         assert store.claim("order:busy", busy, 600_000, int(time.time() * 1000)) is not None
         store.update_run("order:busy", status="running", due_at=None)
     STARTED.clear()
-    with telo.load(PRIORITY % "", journal=journal) as app:
+    with telo.load(priority_manifest(), journal=journal) as app:
         ranks = [5, 1, 3, 0, 1]
         refs = [app.start("order", {"order": f"B-{i}", "rank": rank}) for i, rank in enumerate(ranks)]
         assert [r.status for r in refs] == ["scheduled"] * 5
@@ -129,7 +110,7 @@ def test_runs_waiting_in_one_process_start_in_priority_order(tmp_path: Path) -> 
 
 
 def test_a_priority_that_is_not_an_integer_refuses_the_start(tmp_path: Path) -> None:
-    with telo.load(PRIORITY % "", journal=str(tmp_path / "j.db")) as app:
+    with telo.load(priority_manifest(), journal=str(tmp_path / "j.db")) as app:
         with pytest.raises(TeloError) as exc:
             app.start("order", {"order": "C-1", "rank": "high"})
         assert exc.value.code == "ERR_INPUT_INVALID" and "priority must be an integer" in exc.value.message
@@ -142,7 +123,7 @@ def test_a_priority_that_is_not_an_integer_refuses_the_start(tmp_path: Path) -> 
 def test_a_bad_rate_limit_is_refused_at_load(tmp_path: Path, rate: str, says: str) -> None:
     """``rateLimit.limit`` an integer ≥ 1 and ``period`` a positive duration, checked by the schema and — for a
     value CEL computes or a zero duration the schema's pattern admits — when the queue loads."""
-    with pytest.raises(TeloError) as exc, telo.load(PRIORITY % f"rateLimit: {rate}",
+    with pytest.raises(TeloError) as exc, telo.load(priority_manifest(f"rateLimit: {rate}"),
                                                     journal=str(tmp_path / "j.db")) as app:
         app.start("order", {"order": "D-1", "rank": 1})
     assert exc.value.code == "ERR_MANIFEST_VALIDATION_FAILED" and says in exc.value.message, exc.value.message

@@ -18,6 +18,7 @@ import telo
 from telo.errors import TeloError
 from telo.journal.model import RunRecord
 from tests.pg_support import fresh_prefix, pg_url
+from tests.queue_manifests import POSTGRES, SQLITE, header
 
 EXECUTED: list[tuple[str, int]] = []
 _LOCK = threading.Lock()
@@ -31,33 +32,26 @@ def work(inputs: dict[str, Any]) -> dict[str, Any]:
     return {"order": inputs["order"], "n": inputs["n"]}
 
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: {{ name: Keyed, version: 1.0.0 }}
-imports: {{ Local: durable-local, Journal: {module}, Shop: KeyShop }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
----
-kind: Local.Queue
-metadata: {{ name: orders }}
-journal: !ref runs
-{rules}
+FLOW = """\
 ---
 kind: Shop.Work
-metadata: {{ name: doWork }}
+metadata: { name: doWork }
 ---
 kind: Local.Workflow
-metadata: {{ name: order }}
+metadata: { name: order }
 journal: !ref runs
 queue: !ref orders
-inputs: {{ order: !cel "inputs.order", n: !cel "inputs.n", hold: !cel "inputs.hold" }}
+inputs: { order: !cel "inputs.order", n: !cel "inputs.n", hold: !cel "inputs.hold" }
 steps:
   - name: work
     invoke: !ref doWork
-    inputs: {{ order: !cel "inputs.order", n: !cel "inputs.n", hold: !cel "inputs.hold" }}
+    inputs: { order: !cel "inputs.order", n: !cel "inputs.n", hold: !cel "inputs.hold" }
 """
+
+
+def manifest(rules: str, module: str = SQLITE, location: str = "path: ./.telo/runs.db") -> str:
+    """The queue ``orders`` with ``rules`` on the journal ``module`` at ``location``, and the workflow ``order``."""
+    return header("Keyed", module, location, imports={"Shop": "KeyShop"}, queues={"orders": rules}) + FLOW
 
 
 @pytest.fixture(params=["memory", "sqlite", "postgres"])
@@ -67,9 +61,8 @@ def load(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     def make(rules: str) -> telo.App:
         if kind == "postgres":
             location = f"url: {pg_url()}\ntable: {fresh_prefix()}"
-            return telo.load(MANIFEST.format(module="durable-journal-postgres", location=location, rules=rules))
-        source = MANIFEST.format(module="durable-journal-sqlite", location="path: ./.telo/runs.db", rules=rules)
-        return telo.load(source, journal="memory:" if kind == "memory" else str(tmp_path / "j.db"))
+            return telo.load(manifest(rules, POSTGRES, location))
+        return telo.load(manifest(rules), journal="memory:" if kind == "memory" else str(tmp_path / "j.db"))
 
     EXECUTED.clear()
     yield make
@@ -176,17 +169,14 @@ def test_singleton_queue_runs_one_run_of_a_key_at_a_time(load: Any) -> None:
     ('debounce: { period: 0s, key: !cel "inputs.order" }', "positive duration"),
 ])
 def test_contradicting_rules_are_refused_at_load(tmp_path: Path, rules: str, says: str) -> None:
-    source = MANIFEST.format(module="durable-journal-sqlite", location="path: ./.telo/runs.db", rules=rules)
-    with pytest.raises(TeloError) as exc, telo.load(source, journal=str(tmp_path / "j.db")) as app:
+    with pytest.raises(TeloError) as exc, telo.load(manifest(rules), journal=str(tmp_path / "j.db")) as app:
         start(app, 0)
     assert exc.value.code == "ERR_MANIFEST_VALIDATION_FAILED" and says in exc.value.message, exc.value.message
     assert exc.value.hint
 
 
 def test_a_key_that_is_not_a_scalar_refuses_the_start(tmp_path: Path) -> None:
-    source = MANIFEST.format(module="durable-journal-sqlite", location="path: ./.telo/runs.db",
-                             rules='dedupKey: !cel "[inputs.order]"')
-    with telo.load(source, journal=str(tmp_path / "j.db")) as app:
+    with telo.load(manifest('dedupKey: !cel "[inputs.order]"'), journal=str(tmp_path / "j.db")) as app:
         with pytest.raises(TeloError) as exc:
             start(app, 0)
         assert exc.value.code == "ERR_INPUT_INVALID" and "dedup key must be" in exc.value.message

@@ -23,6 +23,7 @@ from telo.journal.claims import Holder
 from telo.journal.model import Admission
 from telo.testing import assert_never_more_than
 from tests.pg_support import fresh_prefix, pg_url
+from tests.queue_manifests import POSTGRES, SQLITE, header
 
 
 @telo.kind("QueueSampleT.Work", idempotent=True)
@@ -31,43 +32,32 @@ async def work(inputs: dict[str, Any]) -> str:
     return f"did {inputs['id']}"
 
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: {{ name: QueueSamples }}
-imports: {{ Local: durable-local, Journal: {module}, W: QueueSampleT }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
----
-kind: Local.Queue
-metadata: {{ name: q }}
-journal: !ref runs
-concurrency: 2
-concurrencyKey: {{ key: !cel "inputs.tenant", limit: 1 }}
+FLOW = """\
 ---
 kind: W.Work
-metadata: {{ name: work }}
+metadata: { name: work }
 ---
 kind: Local.Workflow
-metadata: {{ name: flow }}
+metadata: { name: flow }
 journal: !ref runs
 queue: !ref q
 runId: !cel "'flow:' + inputs.id"
-inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
+inputs: { id: !cel "inputs.id", tenant: !cel "inputs.tenant" }
 steps:
-  - {{ name: work, invoke: !ref work, inputs: {{ id: !cel "inputs.id" }} }}
+  - { name: work, invoke: !ref work, inputs: { id: !cel "inputs.id" } }
 """
+RULES = 'concurrency: 2\nconcurrencyKey: { key: !cel "inputs.tenant", limit: 1 }'
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
     if request.param == "sqlite":
-        module, location = "durable-journal-sqlite", "path: ./runs.db"
+        module, location = SQLITE, "path: ./runs.db"
     else:
-        module, location = "durable-journal-postgres", f"url: {json.dumps(pg_url())}\ntable: {fresh_prefix()}"
+        module, location = POSTGRES, f"url: {json.dumps(pg_url())}\ntable: {fresh_prefix()}"
     manifest = tmp_path / "m.yaml"
-    manifest.write_text(MANIFEST.format(module=module, location=location))
+    manifest.write_text(header("QueueSamples", module, location, version=None, imports={"W": "QueueSampleT"},
+                               queues={"q": RULES}) + FLOW)
     with telo.load(manifest) as loaded:
         yield loaded
 

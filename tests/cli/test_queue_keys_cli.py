@@ -11,41 +11,27 @@ import subprocess
 from pathlib import Path
 
 from tests.process import telo
+from tests.queue_manifests import SQLITE, header
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: {{ name: KeyedCli, version: 1.0.0 }}
-imports: {{ Local: durable-local, Durable: durable, Journal: durable-journal-sqlite }}
-targets:
-  - name: start
-    invoke: !ref flow
-    inputs: {{ order: !cel "inputs.order" }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-path: ./runs.db
----
-kind: Local.Queue
-metadata: {{ name: orders }}
-journal: !ref runs
-{rule}
+FLOW = """\
 ---
 kind: Durable.Await
-metadata: {{ name: gate }}
+metadata: { name: gate }
 token: !cel "'gate:' + inputs.order"
 ---
 kind: Local.Workflow
-metadata: {{ name: flow }}
+metadata: { name: flow }
 journal: !ref runs
 queue: !ref orders
-inputs: {{ order: !cel "inputs.order" }}
+inputs: { order: !cel "inputs.order" }
 steps:
-  - {{ name: gate, invoke: !ref gate, inputs: {{ order: !cel "inputs.order" }} }}
+  - { name: gate, invoke: !ref gate, inputs: { order: !cel "inputs.order" } }
 """
 
 
 def run(tmp_path: Path, rule: str, *more: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "flow.yaml").write_text(MANIFEST.format(rule=rule))
+    (tmp_path / "flow.yaml").write_text(header("KeyedCli", SQLITE, "path: ./runs.db", imports={"Durable": "durable"},
+                                               start="flow", start_inputs=["order"], queues={"orders": rule}) + FLOW)
     return telo("run", str(tmp_path / "flow.yaml"), "--input", "order=A-1", "--progress", "off", *more, cwd=tmp_path)
 
 
@@ -80,3 +66,24 @@ def test_an_attached_duplicate_reports_the_live_run(tmp_path: Path) -> None:
     parked = live_run(run(tmp_path, rule))
     attached = run(tmp_path, rule)
     assert live_run(attached) == parked  # the same run, still waiting for its delivery
+
+
+def test_a_restore_while_a_newer_run_holds_the_key_is_refused_naming_it(tmp_path: Path) -> None:
+    """``telo restore`` of a cancelled run whose dedup key a newer live run of the queue holds now: exit 3,
+    ERR_DURABLE_RUN_EXISTS naming that run, the queue and the key, with a hint — nothing restored. (Before:
+    ``sqlite3.IntegrityError: UNIQUE constraint failed``, after a ``@restore`` entry was written.)"""
+    rule = 'dedupKey: !cel "inputs.order"'
+    first = live_run(run(tmp_path, rule))
+    cancelled = telo("cancel", first, "--journal", "runs.db", cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    second = live_run(run(tmp_path, rule))  # the key was free again: a new run holds it
+    assert second != first
+    refused = telo("restore", first, "0", "--journal", "runs.db", cwd=tmp_path)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "error: ERR_DURABLE_RUN_EXISTS" in refused.stderr, refused.stderr
+    assert (f"run '{first}' (cancelled) cannot be restored: run '{second}' (parked) holds its dedup key 'A-1' of "
+            "queue 'orders'") in refused.stderr, refused.stderr
+    assert f"hint: wait for run '{second}' to settle" in refused.stderr and f"telo cancel {second}" in refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr
+    shown = json.loads(telo("status", first, "--journal", "runs.db", "--json", cwd=tmp_path).stdout)
+    assert shown["status"] == "cancelled", shown

@@ -24,38 +24,22 @@ from telo.journal.sqlite import SqliteStore
 from telo.journal.store import Store
 from tests.pg_support import fresh_prefix, pg_url
 from tests.process import telo
+from tests.queue_manifests import POSTGRES, SQLITE, header, queue
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: {{ name: Queued, version: 1.0.0 }}
-imports: {{ Local: durable-local, Journal: {journal_module}, Other: durable-journal-sqlite, Py: python }}
-targets:
-  - name: start
-    invoke: !ref flow
-    inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
-{other}---
-kind: Local.Queue
-metadata: {{ name: q }}
-journal: !ref {queue_journal}
-concurrency: 1
-concurrencyKey: {{ key: !cel "inputs.tenant", limit: 1 }}
+FLOW = """\
 ---
 kind: Py.Function
-metadata: {{ name: work }}
+metadata: { name: work }
 function: steps:work
 ---
 kind: Local.Workflow
-metadata: {{ name: flow }}
+metadata: { name: flow }
 journal: !ref runs
 queue: !ref q
 runId: !cel "'flow:' + inputs.id"
-inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
+inputs: { id: !cel "inputs.id", tenant: !cel "inputs.tenant" }
 steps:
-  - {{ name: work, invoke: !ref work, inputs: {{ id: !cel "inputs.id" }} }}
+  - { name: work, invoke: !ref work, inputs: { id: !cel "inputs.id" } }
 """
 
 STEPS = """\
@@ -65,14 +49,16 @@ def work(inputs):
 
 
 def app(tmp_path: Path, journal: str = "sqlite", queue_journal: str = "runs") -> Path:
-    module, location = {"sqlite": ("durable-journal-sqlite", "path: ./runs.db"),
+    module, location = {"sqlite": (SQLITE, "path: ./runs.db"),
                         "file": ("durable-journal-file", "directory: ./runs")}[journal]
     (tmp_path / "steps.py").write_text(STEPS)
     manifest = tmp_path / "flow.yaml"
     other = "---\nkind: Other.Journal\nmetadata: { name: elsewhere }\npath: ./elsewhere.db\n" \
         if queue_journal == "elsewhere" else ""
-    manifest.write_text(MANIFEST.format(journal_module=module, location=location, queue_journal=queue_journal,
-                                        other=other))
+    manifest.write_text(header("Queued", module, location, imports={"Other": SQLITE, "Py": "python"}, start="flow",
+                               start_inputs=["id", "tenant"]) + other
+                        + queue("q", 'concurrency: 1\nconcurrencyKey: { key: !cel "inputs.tenant", limit: 1 }',
+                                journal=queue_journal) + FLOW)
     return manifest
 
 
@@ -154,40 +140,29 @@ def test_a_queue_on_another_journal_than_its_workflows_is_refused(tmp_path: Path
 
 # --- telo queues list|show, and why a run waits (issue 16, "Visibility") ------------------------------------
 
-QUEUES = """\
-kind: Telo.Application
-metadata: {{ name: Queues, version: 1.0.0 }}
-imports: {{ Local: durable-local, Journal: {journal_module}, Py: python }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
----
-kind: Local.Queue
-metadata: {{ name: payments }}
-journal: !ref runs
-concurrency: 2
-workerConcurrency: 2
-concurrencyKey: {{ key: !cel "inputs.tenant", limit: 1 }}
-rateLimit: {{ limit: {rate}, period: 1h }}
-priority: !cel "inputs.tenant == 'gold' ? 0 : 10"
----
-kind: Local.Queue
-metadata: {{ name: refunds }}
-journal: !ref runs
+PAY = """\
 ---
 kind: Py.Function
-metadata: {{ name: work }}
+metadata: { name: work }
 function: steps:work
 ---
 kind: Local.Workflow
-metadata: {{ name: pay }}
+metadata: { name: pay }
 journal: !ref runs
 queue: !ref payments
-inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
+inputs: { id: !cel "inputs.id", tenant: !cel "inputs.tenant" }
 steps:
-  - {{ name: work, invoke: !ref work, inputs: {{ id: !cel "inputs.id" }} }}
+  - { name: work, invoke: !ref work, inputs: { id: !cel "inputs.id" } }
 """
+
+
+def queues_manifest(module: str, location: str, rate: int) -> str:
+    """The queues ``payments`` (every limit; ``rate`` starts an hour) and ``refunds`` (none), and the workflow
+    ``pay`` of ``payments``."""
+    payments = ('concurrency: 2\nworkerConcurrency: 2\nconcurrencyKey: { key: !cel "inputs.tenant", limit: 1 }\n'
+                f"rateLimit: {{ limit: {rate}, period: 1h }}\npriority: !cel \"inputs.tenant == 'gold' ? 0 : 10\"")
+    return header("Queues", module, location, imports={"Py": "python"},
+                  queues={"payments": payments, "refunds": ""}) + PAY
 
 ELSEWHERE = Holder("worker", "worker-host", 4121, 7).to_text()  # a live worker on another host
 
@@ -202,14 +177,14 @@ def queues_app(tmp_path: Path, journal: str, rate: int = 100) -> tuple[Path, Sto
     live claims of a worker elsewhere, started a minute ago; pay:1, pay:3 (acme) and pay:4 (corp) waiting, due
     now; pay:later (acme) due in an hour; pay:parked (corp) parked."""
     if journal == "sqlite":
-        module, location, store = "durable-journal-sqlite", "path: ./runs.db", None
+        module, location, store = SQLITE, "path: ./runs.db", None
     else:
         table = fresh_prefix()
-        module, location = "durable-journal-postgres", f"url: {json.dumps(pg_url())}\ntable: {table}"
+        module, location = POSTGRES, f"url: {json.dumps(pg_url())}\ntable: {table}"
         store = PostgresStore(pg_url(), table=table)
     (tmp_path / "steps.py").write_text(STEPS)
     manifest = tmp_path / "queues.yaml"
-    manifest.write_text(QUEUES.format(journal_module=module, location=location, rate=rate))
+    manifest.write_text(queues_manifest(module, location, rate))
     if store is None:
         store = SqliteStore(str(tmp_path / "runs.db"))
     now = int(time.time() * 1000)
@@ -299,7 +274,7 @@ def test_an_unknown_queue_is_not_found_and_names_the_queues(tmp_path: Path) -> N
 def test_queues_never_create_a_missing_journal(tmp_path: Path) -> None:
     (tmp_path / "steps.py").write_text(STEPS)
     manifest = tmp_path / "queues.yaml"
-    manifest.write_text(QUEUES.format(journal_module="durable-journal-sqlite", location="path: ./runs.db", rate=1))
+    manifest.write_text(queues_manifest(SQLITE, "path: ./runs.db", rate=1))
     out = telo("queues", "list", str(manifest), cwd=tmp_path)
     assert out.returncode == 1 and "ERR_JOURNAL_NOT_FOUND" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "runs.db").exists()

@@ -37,6 +37,7 @@ import pytest
 from telo.journal.model import RunRecord
 from tests.crash.support import REPO_ROOT
 from tests.faults.support import JOURNALS, WORKFLOWS, Payments, Proc
+from tests.queue_manifests import fault_header, queue, queued_work_flow
 
 KINDS = ("sqlite", "postgres")
 RACERS = 4
@@ -48,44 +49,6 @@ RULES = {  # workflow: its queue's rule
     "wq": 'singleton: { key: !cel "inputs.tenant", mode: queue }',
     "wd": 'debounce: { period: !cel "variables.period", key: !cel "inputs.tenant" }',
 }
-
-HEAD = """\
-kind: Telo.Application
-metadata: {{ name: KeyedRace, version: 1.0.0 }}
-imports:
-  Py: python
-  Local: durable-local
-  Journal: {module}
-variables:
-  journal: {{ env: FAULT_JOURNAL, type: string }}
-  table: {{ env: FAULT_TABLE, type: string }}
-  period: {{ env: DEBOUNCE_PERIOD, type: string }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
-claimTtl: 30s
----
-kind: Py.Function
-metadata: {{ name: step }}
-function: queued_work:work
-idempotent: true
-"""
-PAIR = """\
----
-kind: Local.Queue
-metadata: {{ name: q_{wf} }}
-journal: !ref runs
-{rule}
----
-kind: Local.Workflow
-metadata: {{ name: {wf} }}
-journal: !ref runs
-queue: !ref q_{wf}
-inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
-steps:
-  - {{ name: work, invoke: !ref step, inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }} }}
-"""
 
 
 @pytest.fixture
@@ -99,8 +62,9 @@ def flows(tmp_path: Path) -> Iterator[list[Payments]]:
 def keyed_flow(kind: str, tmp_path: Path, made: list[Payments]) -> Payments:
     flow = Payments(kind, tmp_path / kind)
     module, location = JOURNALS[kind]
-    flow.manifest.write_text(HEAD.format(module=module, location=location)
-                             + "".join(PAIR.format(wf=wf, rule=rule) for wf, rule in RULES.items()))
+    flow.manifest.write_text(fault_header("KeyedRace", module, location, variables={"period": "DEBOUNCE_PERIOD"})
+                             + "".join(queue(f"q_{wf}", rule) + queued_work_flow(wf, f"q_{wf}", run_id=False)
+                                       for wf, rule in RULES.items()))
     flow.env.update(QUEUE_LEDGER=str(flow.ledger), QUEUE_WORK_MS="400", DEBOUNCE_PERIOD="6s")
     made.append(flow)
     return flow

@@ -29,48 +29,13 @@ import pytest
 from telo.clock import SYSTEM_CLOCK
 from telo.journal.model import Admission
 from tests.faults.support import JOURNALS, Payments, Proc
+from tests.queue_manifests import fault_header, queued_work_flow
 
 KINDS = ("sqlite", "postgres")
 RUNS = 400
 WORKERS = 4
 CONCURRENCY = 4
 LOW, HIGH = 0.15, 0.35  # the issue's bar, per worker
-
-MANIFEST = """\
-kind: Telo.Application
-metadata: {{ name: Fair, version: 1.0.0 }}
-imports:
-  Py: python
-  Local: durable-local
-  Journal: {module}
-variables:
-  journal: {{ env: FAULT_JOURNAL, type: string }}
-  table: {{ env: FAULT_TABLE, type: string }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
-claimTtl: 30s
----
-kind: Local.Queue
-metadata: {{ name: q }}
-journal: !ref runs
-concurrency: {concurrency}
----
-kind: Py.Function
-metadata: {{ name: step }}
-function: queued_work:work
-idempotent: true
----
-kind: Local.Workflow
-metadata: {{ name: work }}
-journal: !ref runs
-queue: !ref q
-runId: !cel "inputs.id"
-inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
-steps:
-  - {{ name: work, invoke: !ref step, inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }} }}
-"""
 
 
 @pytest.fixture
@@ -80,7 +45,8 @@ def fair(tmp_path: Path) -> Iterator[Callable[[str], Payments]]:
     def make(kind: str) -> Payments:
         flow = Payments(kind, tmp_path / kind)
         module, location = JOURNALS[kind]
-        flow.manifest.write_text(MANIFEST.format(module=module, location=location, concurrency=CONCURRENCY))
+        flow.manifest.write_text(fault_header("Fair", module, location, queues={"q": f"concurrency: {CONCURRENCY}"})
+                                 + queued_work_flow("work", "q"))
         flow.env["QUEUE_LEDGER"] = str(flow.ledger)  # (queued_work.py is on its PYTHONPATH: tests/faults/workflows)
         flow.env["QUEUE_WORK_MS"] = "40"
         made.append(flow)

@@ -36,46 +36,21 @@ from telo.clock import SYSTEM_CLOCK
 from telo.journal.model import Admission
 from telo.journal.rules import claim_is_live
 from tests.faults.support import JOURNALS, Payments, Proc
+from tests.queue_manifests import fault_header, queued_work_flow
 
 KINDS = ("sqlite", "postgres")
 RUNS = 44
 TENANTS = ("acme", "bolt", "corp", "dyne")
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: {{ name: Queued, version: 1.0.0 }}
-imports:
-  Py: python
-  Local: durable-local
-  Journal: {module}
-variables:
-  journal: {{ env: FAULT_JOURNAL, type: string }}
-  table: {{ env: FAULT_TABLE, type: string }}
----
-kind: Journal.Journal
-metadata: {{ name: runs }}
-{location}
-claimTtl: 30s
----
-kind: Local.Queue
-metadata: {{ name: q }}
-journal: !ref runs
-{limits}
----
-kind: Py.Function
-metadata: {{ name: step }}
-function: queued_work:work
-idempotent: true
----
-kind: Local.Workflow
-metadata: {{ name: work }}
-journal: !ref runs
-queue: !ref q
-runId: !cel "inputs.id"
-inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }}
-steps:
-  - {{ name: work, invoke: !ref step, inputs: {{ id: !cel "inputs.id", tenant: !cel "inputs.tenant" }} }}
-"""
+
+def manifest(module: str, location: str, limits: str) -> str:
+    """The queue ``q`` with ``limits`` on the fault journal (``JOURNALS``' ``module`` and ``location``), and the
+    workflow ``work`` of it."""
+    return fault_header("Queued", module, location, queues={"q": limits}) + queued_work_flow("work", "q")
+
+
+# The same as a str.format template of (module, location, limits), as tests/faults/test_queue_override.py uses it.
+MANIFEST = manifest("{module}", "{location}", "{limits}")
 
 
 @dataclass
@@ -110,7 +85,7 @@ def queued(tmp_path: Path) -> Iterator[Callable[[str, str], Payments]]:
     def make(kind: str, limits: str) -> Payments:
         flow = Payments(kind, tmp_path / f"{kind}-{len(made)}")
         module, location = JOURNALS[kind]
-        flow.manifest.write_text(MANIFEST.format(module=module, location=location, limits=limits))
+        flow.manifest.write_text(manifest(module, location, limits))
         flow.env["QUEUE_LEDGER"] = str(flow.ledger)  # (queued_work.py is on its PYTHONPATH: tests/faults/workflows)
         made.append(flow)
         return flow

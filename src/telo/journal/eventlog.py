@@ -42,7 +42,7 @@ from typing import Any
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import Code, JournalError
-from telo.journal import lineage, rules
+from telo.journal import keyed, lineage, rules
 from telo.journal.lineage import Origin
 from telo.journal.model import Admission, Entry, RunRecord
 from telo.journal.store import Store
@@ -337,7 +337,9 @@ def restore(
     """Roll a run back to a checkpoint as a NEW committed record (event-log §6).
 
     The run becomes ``running`` with no result, so the next execution continues from the restored state:
-    the steps after the checkpoint execute again (in a new epoch), the ones before replay.
+    the steps after the checkpoint execute again (in a new epoch), the ones before replay. A settled run whose
+    queue's dedup key another live run holds now is refused (``ERR_DURABLE_RUN_EXISTS``, naming that run) before
+    anything is written: live again, it would take the key back (:func:`telo.journal.keyed.refuse_taken_key`).
     """
     record = _require(store, run)
     if rules.claim_is_live(record.claim, clock.now_ms()):
@@ -348,6 +350,7 @@ def restore(
             data={"run": run},
         )
     _checkpoint_records(store, run, checkpoint)
+    keyed.refuse_taken_key(store, record)
     _, epoch, _ = fold(run, store.read_entries(run))
     new_epoch = epoch + 1
     store.append(
@@ -358,7 +361,11 @@ def restore(
             {"checkpoint": checkpoint, "epoch": new_epoch, "reason": reason, "at": clock.now_ms()},
         ),
     )
-    store.update_run(run, status="running", result=None, result_v=None, error=None, parked=None, due_at=None)
+    try:
+        store.update_run(run, status="running", result=None, result_v=None, error=None, parked=None, due_at=None)
+    except Exception:  # a run admitted with the key since the check above? (the index refused the write)
+        keyed.refuse_taken_key(store, record)
+        raise
     return recover(store, run)
 
 

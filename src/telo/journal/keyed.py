@@ -24,18 +24,26 @@ a per-key concurrency limit of 1 on ``queue_key``.
 
 Dedup and singleton keys are the queue's (two workflows on one queue share them, as a DBOS queue's
 deduplication ids are); a debounce replaces only a run of the same workflow, whose body reads the inputs.
+
+A settled run keeps its ``dedup_key``; made live again — restored (:func:`telo.journal.eventlog.restore`) — it
+takes the key back, which the index refuses while another live run of the queue holds it:
+:func:`refuse_taken_key` says so first, naming that run, the queue and the key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from telo.errors import Code, JournalError
 from telo.journal import cancels, rules
 from telo.journal.model import Admission, AdmitResult, Outcome, RunRecord
+
+if TYPE_CHECKING:
+    from telo.journal.store import Store
 
 LIVE: Final = ("scheduled", "running", "parked")
 # The record fields a debounce replaces: the inputs and what was evaluated over them at admission, and the due time.
@@ -158,3 +166,42 @@ def admit_among(runs: dict[str, RunRecord], admission: Admission, now_ms: int) -
 def _matching(records: Iterable[RunRecord], admission: Admission,
               test: Callable[[RunRecord, Admission], bool]) -> list[RunRecord]:
     return sorted((r for r in records if test(r, admission)), key=lambda r: (r.created_at or 0, r.run))
+
+
+@runtime_checkable
+class KeyReads(Protocol):
+    """A store that reads the live runs of a dedup key on its index (SQLite, PostgreSQL: their queue reads)."""
+
+    def live_runs_of_key(self, queue: str, dedup_key: str) -> list[RunRecord]:
+        """The live runs of ``queue`` holding ``dedup_key`` (one, the index permitting)."""
+
+
+def live_runs_of_key(store: Store, queue: str, dedup_key: str) -> list[RunRecord]:
+    """The live runs of ``queue`` holding ``dedup_key``: on the store's index where it has one, else read from
+    every run (the memory store)."""
+    if isinstance(store, KeyReads):
+        return store.live_runs_of_key(queue, dedup_key)
+    return sorted((r for r in store.iter_all_runs() if r.queue == queue and r.dedup_key == dedup_key
+                   and r.status in LIVE), key=lambda r: (r.created_at or 0, r.run))
+
+
+def refuse_taken_key(store: Store, record: RunRecord) -> None:
+    """Raise ``ERR_DURABLE_RUN_EXISTS`` if ``record``'s run, settled, cannot be restored — made live again — because
+    another live run of its queue holds its dedup key, which one live run at a time may hold (the index would
+    refuse the write with the database's unique violation). A run without a key, or live already (it holds its
+    key itself), is never refused."""
+    queue, key = record.queue, record.dedup_key
+    if queue is None or key is None or record.status in LIVE:
+        return
+    holders = [r for r in live_runs_of_key(store, queue, key) if r.run != record.run]
+    if not holders:
+        return
+    holder = holders[0]
+    raise JournalError(
+        Code.DURABLE_RUN_EXISTS,
+        f"run {record.run!r} ({record.status}) cannot be restored: run {holder.run!r} ({holder.status}) holds its "
+        f"dedup key {key!r} of queue {queue!r}, and one live run at a time may hold a queue's dedup key",
+        hint=f"wait for run {holder.run!r} to settle (telo result {shlex.quote(holder.run)} --wait 60s), or cancel "
+             f"it (telo cancel {shlex.quote(holder.run)}), then try again",
+        data={"run": record.run, "status": record.status, "queue": queue, "dedupKey": key, "heldBy": holder.run,
+              "heldByStatus": holder.status})

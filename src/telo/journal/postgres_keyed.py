@@ -63,13 +63,20 @@ def _by_table(key: str, q: PgSql) -> tuple[str, str, str, str]:
     return found
 
 
+def live_runs(conn: psycopg.Connection[Any], q: PgSql, queue: str, dedup_key: str) -> list[RunRecord]:
+    """The live runs of ``queue`` holding ``dedup_key`` (one, the index permitting), on the ``(queue, dedup_key)``
+    index — what the rule reads, and the store's ``live_runs_of_key`` (:mod:`telo.journal.postgres_queue_reads`)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return [record_from_row(row) for row in cur.execute(_statements(q)[2], (queue, dedup_key)).fetchall()]
+
+
 class _Ops:
     """:class:`telo.journal.keyed.KeyedOps` on one transaction's connection."""
 
     def __init__(self, conn: psycopg.Connection[Any], q: PgSql) -> None:
         self.conn = conn
         self.q = q
-        _, self.debounce_stmt, self.live_stmt, self.insert_stmt = _statements(q)
+        _, self.debounce_stmt, _, self.insert_stmt = _statements(q)
 
     def _rows(self, statement: str, params: Any) -> list[RunRecord]:
         with self.conn.cursor(row_factory=dict_row) as cur:
@@ -87,7 +94,9 @@ class _Ops:
         return found[0] if found else None
 
     def live(self, admission: Admission) -> list[RunRecord]:
-        return self._rows(self.live_stmt, (admission.queue, admission.dedup_key))
+        if admission.queue is None or admission.dedup_key is None:
+            return []  # (as the statement's `= NULL` would: no run)
+        return live_runs(self.conn, self.q, admission.queue, admission.dedup_key)
 
     def cancel(self, run: str, outcome: Outcome, now_ms: int) -> None:
         # the very statement of Store.complete, unfenced: an operator's cancel (telo.durable.operator.cancel_run)

@@ -18,21 +18,22 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from telo.journal.model import RunRecord
+from telo.journal.postgres_keyed import live_runs
 from telo.journal.postgres_rows import db_errors, record_from_row
 from telo.journal.postgres_sql import PgSql
 from telo.journal.queue_reads import QueueCount, QueueSnapshot, settle_dead
+from telo.journal.queues import queue_order_sql
 
 _STATE = ("CASE WHEN status = 'scheduled' THEN CASE WHEN due_at <= %(now)s THEN 'waiting' ELSE 'later' END "
           "WHEN status = 'running' THEN CASE WHEN claim_holder IS NOT NULL AND claim_until > %(now)s "
           "THEN 'running' ELSE 'unclaimed' END WHEN due_at <= %(now)s THEN 'parkedDue' ELSE 'parked' END")
 _HOLDER = ("CASE WHEN status = 'running' AND claim_holder IS NOT NULL AND claim_until > %(now)s "
            "THEN claim_holder END")
-# Before a run in grant order (telo.journal.queues.queue_order), as on SQLite.
+# Before a run in grant order (telo.journal.queues.queue_order_sql), as on SQLite.
 _AHEAD_UNTIMED = ' AND due_at IS NULL AND (COALESCE(priority, 0), run COLLATE "C") < (%(priority)s, %(run)s)'
 _AHEAD_TIMED = (' AND (due_at IS NULL OR (COALESCE(priority, 0), due_at, run COLLATE "C") '
                 '< (%(priority)s, %(due)s, %(run)s))')
 _LIVE = "status IN ('scheduled', 'running', 'parked')"  # the (queue, status) index's ranges
-_ORDER = ' ORDER BY due_at IS NOT NULL, COALESCE(priority, 0), due_at, run COLLATE "C"'  # false first
 
 _CACHE: dict[str, dict[str, str]] = {}
 
@@ -53,7 +54,7 @@ def _statements(q: PgSql) -> dict[str, str]:
                           "(status IN ('scheduled', 'parked') AND due_at <= %(now)s) OR (status = 'running' AND "
                           "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= %(now)s "
                           "OR claim_holder = ANY(%(dead)s::text[])))) "
-                          + _ORDER + " LIMIT %(n)s"),
+                          + queue_order_sql("postgres") + " LIMIT %(n)s"),
             "starts": fmt("SELECT count(*) FROM {runs} WHERE queue = %(q)s AND started_at > %(since)s"),
             "frees": fmt("SELECT started_at FROM {runs} WHERE queue = %(q)s AND started_at > %(since)s "
                          "ORDER BY started_at LIMIT 1 OFFSET %(k)s"),
@@ -126,3 +127,8 @@ class PgQueueReads:
     def queue_names(self) -> list[str]:
         with db_errors("read the queues"), self._conn(join=True) as conn:
             return sorted(str(name) for (name,) in conn.execute(_statements(self._q)["names"]).fetchall())
+
+    def live_runs_of_key(self, queue: str, dedup_key: str) -> list[RunRecord]:
+        """The live runs of ``queue`` holding ``dedup_key`` (:class:`telo.journal.keyed.KeyReads`)."""
+        with db_errors("read a queue's key"), self._conn(join=True) as conn:
+            return live_runs(conn, self._q, queue, dedup_key)

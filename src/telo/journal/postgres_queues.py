@@ -38,7 +38,17 @@ from telo.journal.model import AdmitResult, RunRecord
 from telo.journal.postgres_ops import PgAdmit, admit_group
 from telo.journal.postgres_rows import RUN_COLS, record_from_row
 from telo.journal.postgres_sql import DUE_WHERE, FILTERS, PgSql
-from telo.journal.queues import AskKey, Candidate, QueueLimits, Tally, ask_key, fill, merged_limits, wanted_queues
+from telo.journal.queues import (
+    AskKey,
+    Candidate,
+    QueueLimits,
+    Tally,
+    ask_key,
+    fill,
+    merged_limits,
+    queue_order_sql,
+    wanted_queues,
+)
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 
@@ -80,9 +90,8 @@ def _statements(q: PgSql) -> _Statements:
                 "AND " + DUE_WHERE + FILTERS
                 + " AND NOT (r.run = ANY(%(seen)b::text[])) AND ((r.queue_key IS NULL AND NOT %(null_full)s) "
                 "OR NOT (r.queue_key = ANY(%(full)b::text[]))) AND (NOT %(parked_only)s OR r.status = 'parked') "
-                "AND (NOT %(started_only)s OR r.started_at IS NOT NULL) "
-                "ORDER BY r.due_at IS NOT NULL, COALESCE(r.priority, 0), r.due_at, r.run COLLATE \"C\" "
-                "LIMIT %(n)s FOR UPDATE OF r SKIP LOCKED"),
+                "AND (NOT %(started_only)s OR r.started_at IS NOT NULL)"
+                + queue_order_sql("postgres", "r") + " LIMIT %(n)s FOR UPDATE OF r SKIP LOCKED"),
             grant=fmt("UPDATE {runs} r SET claim_holder = %(h)s, claim_until = %(until)s, "
                       "claim_fence = COALESCE(r.claim_fence, 0) + 1, status = 'running', parked_path = NULL, "
                       "parked_resource = NULL, parked_token = NULL, parked_reason = NULL, due_at = NULL, "

@@ -11,7 +11,8 @@ process the caller's free ``workerConcurrency``, and — for a run's **first** g
 run's ``started_at`` — ``rateLimit.limit`` minus the runs of the queue started within ``rateLimit.period``
 before the journal's now (the proposal's "Admission and dequeue are claims under the limits", step 2). A re-grant
 of a run already started (due again after a crash, continuing after a park) spends no rate budget. Candidates
-are granted in :func:`queue_order`: by ``priority``, then due time (FIFO by admission), then id.
+are granted in :func:`queue_order` (in SQL :func:`queue_order_sql`): a run due again after a crash first, then
+``priority``, then due time (FIFO by admission), then id.
 
 The stores differ only in how they count and lock: SQLite counts inside the writer's ``BEGIN IMMEDIATE``, which
 serialises every claim; PostgreSQL takes ``pg_advisory_xact_lock`` of the queue in the granting transaction
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from telo.journal.claims import holder_is_dead
 
@@ -136,13 +137,28 @@ def grant(candidates: Iterable[Candidate], tally: Tally, limits: QueueLimits, wa
 
 
 def queue_order(record: RunRecord) -> tuple[bool, int, int, str]:
-    """The order a queue's due runs are granted in (the SQL stores' ``ORDER BY``; proposal "Admission and
-    dequeue", step 1). A run due again after a crash — ``running``, unclaimed, no due time — comes first, as in
-    due order: it was granted in its order once, and its work is under way (a priority that let newer runs
-    overtake it could keep a started run from finishing for as long as they keep coming). Then ``priority``
-    (lower first; none is 0), then due time — a start's admission time, so ties are FIFO by admission — then
-    the id (ties within one millisecond)."""
+    """The order a queue's due runs are granted in (proposal "Admission and dequeue", step 1) — for the memory
+    store and the generic form; the SQL stores sort by its mirror, :func:`queue_order_sql`. A run due again
+    after a crash — ``running``, unclaimed, no due time — comes first, as in due order: it was granted in its
+    order once, and its work is under way (a priority that let newer runs overtake it could keep a started run
+    from finishing for as long as they keep coming). Then ``priority`` (lower first; none is 0), then due time —
+    a start's admission time, so ties are FIFO by admission — then the id (ties within one millisecond)."""
     return (record.due_at is not None, record.priority or 0, record.due_at or 0, record.run)
+
+
+def queue_order_sql(dialect: Literal["sqlite", "postgres"], alias: str = "") -> str:
+    """:func:`queue_order` as an ``ORDER BY`` clause (with its leading space) of a runs table — ``alias`` its
+    alias in the statement, if any: the one clause by which a store's grant reads a queue's candidates
+    (``sqlite_queues``, ``postgres_queues``) and its queue reads list the oldest waiting runs
+    (``sqlite_queue_reads``, ``postgres_queue_reads``), so the two never disagree. ``false`` sorts before
+    ``true`` in both dialects (a run without a due time first); a NULL priority reads 0; on PostgreSQL the id
+    compares ``COLLATE "C"`` — byte order, as SQLite's default ``BINARY`` and Python's ``str`` compare UTF-8
+    text — whatever the database's collation. (The reads' "runs ahead of a run" predicates, ``_AHEAD_*`` in the
+    ``*_queue_reads`` modules, are this order written as a row comparison: a change here changes them too.)"""
+    r = f"{alias}." if alias else ""
+    if dialect == "sqlite":
+        return f" ORDER BY {r}due_at IS NOT NULL, ifnull({r}priority, 0), {r}due_at, {r}run"
+    return f' ORDER BY {r}due_at IS NOT NULL, COALESCE({r}priority, 0), {r}due_at, {r}run COLLATE "C"'
 
 
 def wanted_queues(queues: Mapping[str, QueueLimits] | None) -> list[tuple[str, QueueLimits]]:

@@ -34,13 +34,19 @@ def _statements(runs: str) -> tuple[str, str, str]:
     return debounce, live, insert
 
 
+def live_runs(conn: sqlite3.Connection, runs: str, queue: str, dedup_key: str) -> list[RunRecord]:
+    """The live runs of ``queue`` holding ``dedup_key`` (one, the index permitting), on the ``(queue, dedup_key)``
+    index — what the rule reads, and the store's ``live_runs_of_key`` (:mod:`telo.journal.sqlite_queue_reads`)."""
+    return [record_from_row(row) for row in conn.execute(_statements(runs)[1], (queue, dedup_key)).fetchall()]
+
+
 class _Ops:
     """:class:`telo.journal.keyed.KeyedOps` on the writer's connection."""
 
     def __init__(self, conn: sqlite3.Connection, sql: Sql) -> None:
         self.conn = conn
         self.sql = sql
-        self.debounce_stmt, self.live_stmt, self.insert_stmt = _statements(sql.runs)
+        self.debounce_stmt, _, self.insert_stmt = _statements(sql.runs)
 
     def by_id(self, run: str) -> RunRecord | None:
         row = self.conn.execute(self.sql.select_run, (run,)).fetchone()
@@ -55,8 +61,9 @@ class _Ops:
         return None if row is None else record_from_row(row)
 
     def live(self, admission: Admission) -> list[RunRecord]:
-        rows = self.conn.execute(self.live_stmt, (admission.queue, admission.dedup_key)).fetchall()
-        return [record_from_row(row) for row in rows]
+        if admission.queue is None or admission.dedup_key is None:
+            return []  # (as the statement's `= NULL` would: no run)
+        return live_runs(self.conn, self.sql.runs, admission.queue, admission.dedup_key)
 
     def cancel(self, run: str, outcome: Outcome, now_ms: int) -> None:
         # the very statement of Store.complete, unfenced: an operator's cancel (telo.durable.operator.cancel_run)

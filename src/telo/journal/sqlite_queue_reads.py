@@ -17,7 +17,9 @@ from typing import Any, TypeVar
 
 from telo.journal.model import RunRecord
 from telo.journal.queue_reads import QueueCount, QueueSnapshot, settle_dead
+from telo.journal.queues import queue_order_sql
 from telo.journal.sqlite_group import Op
+from telo.journal.sqlite_keyed import live_runs
 from telo.journal.sqlite_rows import RECORD_SELECT, record_from_row
 from telo.journal.sqlite_schema import Sql
 
@@ -27,13 +29,12 @@ _STATE = ("CASE WHEN status = 'scheduled' THEN CASE WHEN due_at <= :now THEN 'wa
           "WHEN status = 'running' THEN CASE WHEN claim_holder IS NOT NULL AND claim_until > :now THEN 'running' "
           "ELSE 'unclaimed' END WHEN due_at <= :now THEN 'parkedDue' ELSE 'parked' END")
 _HOLDER = "CASE WHEN status = 'running' AND claim_holder IS NOT NULL AND claim_until > :now THEN claim_holder END"
-# Before a run in grant order (telo.journal.queues.queue_order: due_at IS NOT NULL, priority, due_at, run):
+# Before a run in grant order (telo.journal.queues.queue_order_sql: due_at IS NOT NULL, priority, due_at, run):
 # with no due time, only runs without one and before it by (priority, run); with one, every run without one,
 # and those before it by (priority, due_at, run).
 _AHEAD_UNTIMED = " AND due_at IS NULL AND (ifnull(priority, 0), run) < (:priority, :run)"
 _AHEAD_TIMED = " AND (due_at IS NULL OR (ifnull(priority, 0), due_at, run) < (:priority, :due, :run))"
 _LIVE = "status IN ('scheduled', 'running', 'parked')"  # the (queue, status) index's ranges
-_ORDER = " ORDER BY due_at IS NOT NULL, ifnull(priority, 0), due_at, run"
 
 
 @cache
@@ -48,7 +49,7 @@ def _statements(runs: str) -> dict[str, str]:
                    "(status IN ('scheduled', 'parked') AND due_at <= :now) OR (status = 'running' AND "
                    "(claim_holder IS NULL OR claim_until IS NULL OR claim_until <= :now "
                    "OR claim_holder IN (SELECT value FROM json_each(:dead))))) "
-                   + _ORDER + " LIMIT :n"),
+                   + queue_order_sql("sqlite") + " LIMIT :n"),
         "starts": f"SELECT count(*) FROM {runs} WHERE queue = :q AND started_at > :since",
         "frees": (f"SELECT started_at FROM {runs} WHERE queue = :q AND started_at > :since "
                   "ORDER BY started_at LIMIT 1 OFFSET :k"),
@@ -123,3 +124,8 @@ class SqliteQueueReads:
 
     def queue_names(self) -> list[str]:
         return self._read(names(self._sql))
+
+    def live_runs_of_key(self, queue: str, dedup_key: str) -> list[RunRecord]:
+        """The live runs of ``queue`` holding ``dedup_key`` (:class:`telo.journal.keyed.KeyReads`)."""
+        runs = self._sql.runs
+        return self._read(lambda conn: live_runs(conn, runs, queue, dedup_key))

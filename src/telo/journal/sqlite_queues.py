@@ -5,7 +5,7 @@ the unqueued due runs: no other process's writer can interleave, so what is coun
 what holds them when the grant commits. Per queue, the runs holding slots are counted (the partial
 ``queue`` index) and, under a ``rateLimit``, the runs started within its period before the caller's ``now_ms``
 (the ``started`` index: every process on one SQLite file reads one host's clock); then due candidates are read
-in :func:`telo.journal.queues.queue_order`, only as many as the queue has room for and never of a key at its
+in :func:`telo.journal.queues.queue_order_sql`, only as many as the queue has room for and never of a key at its
 limit — a queue full of blocked runs costs one small read, and keeps no other run waiting. The grant
 (:mod:`telo.journal.sqlite_claims`) sets a queued run's ``started_at`` on its first grant.
 """
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from telo.journal.queues import Candidate, QueueLimits, Tally, fill, wanted_queues
+from telo.journal.queues import Candidate, QueueLimits, Tally, fill, queue_order_sql, wanted_queues
 
 
 @cache
@@ -35,8 +35,8 @@ def _statements(runs: str, due_where: str, filters: str) -> tuple[str, str, str]
                   "AND ((r.queue_key IS NULL AND NOT :null_full) "
                   "OR r.queue_key NOT IN (SELECT value FROM json_each(:full))) "
                   "AND (NOT :parked_only OR r.status = 'parked') "
-                  "AND (NOT :started_only OR r.started_at IS NOT NULL) "
-                  "ORDER BY r.due_at IS NOT NULL, ifnull(r.priority, 0), r.due_at, r.run LIMIT :n")
+                  "AND (NOT :started_only OR r.started_at IS NOT NULL)"
+                  + queue_order_sql("sqlite", "r") + " LIMIT :n")
     return holding, started, candidates
 
 
