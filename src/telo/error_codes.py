@@ -258,6 +258,9 @@ class Code(StrEnum):
     SCHEDULE_NOT_FOUND = ("ERR_SCHEDULE_NOT_FOUND", "a manifest declares no durable Schedule.Cron or "
                           "Schedule.Interval of that name (`telo schedules`, the Python API, the dashboard)",
                           "list the schedules with `telo schedules list MANIFEST`")
+    SCHEDULE_LEDGER_PROTECTED = ("ERR_SCHEDULE_LEDGER_PROTECTED", "a run command (cancel, resume) was pointed at "
+                                 "a schedule's ledger, the run <schedule>@ledger that records its ticks",
+                                 "operate the schedule with `telo schedules pause|resume|trigger`")
     SCHEDULE_RANGE_INVALID = ("ERR_SCHEDULE_RANGE_INVALID", "a backfill's range is empty, reversed, or holds more "
                               "ticks than one backfill starts", "give FROM before TO, and split a long range")
     UI_UNAVAILABLE = ("ERR_UI_UNAVAILABLE", "`telo ui` lacks the dashboard's packages", "pip install 'telo-python[ui]'")

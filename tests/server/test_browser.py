@@ -4,14 +4,18 @@ in headless Chromium through Playwright — list → run → deliver form → `t
 Under CI=true the browser must be there (the test fails otherwise; .ci/run installs Debian's chromium);
 elsewhere the test is skipped when /usr/bin/chromium is absent. A screenshot of each page (the runs list, a
 search, a parked run, its deliver form, a completed run, a failed run; the checkpoints, a fork, a bulk cancel's
-answer) goes to test-artifacts/, which CI keeps."""
+answer; the schedules list and a paused schedule) goes to test-artifacts/, which CI keeps."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,8 +25,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from telo.clock import FakeClock
 from telo.journal.model import Admission
 from telo.journal.sqlite import SqliteStore
+from telo.kinds import schedule_ledger
+from telo.kinds.schedule import Schedule
 from tests.process import telo
 from tests.server.support import MANIFEST, failed_run, start_ui, stop
 
@@ -218,3 +225,113 @@ def test_fork_from_a_checkpoint_then_cancel_it_with_the_runs_pages_selection(par
         page.screenshot(path=str(ARTIFACTS / "dashboard-queue.png"), full_page=True)
         assert {"dashboard-checkpoints.png", "dashboard-run-forked.png", "dashboard-runs-bulk.png",
                 "dashboard-queue.png"} <= {p.name for p in ARTIFACTS.glob("dashboard-*.png")}
+
+
+# Issue 17: a manifest with a durable schedule (every 5 minutes, invoking a workflow) for the schedule pages.
+SCHEDULED = """\
+kind: Telo.Application
+metadata: { name: Scheduled }
+imports: { Local: durable-local, Journal: durable-journal-sqlite, Run: run, Scheduler: scheduler }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./journal.db
+---
+kind: Run.Value
+metadata: { name: noop }
+value: 1
+---
+kind: Local.Workflow
+metadata: { name: report }
+journal: !ref runs
+steps:
+  - name: one
+    invoke: !ref noop
+---
+kind: Scheduler.Cron
+metadata: { name: nightly }
+cron: "*/5 * * * *"
+invoke: !ref report
+"""
+
+
+def serve_with_manifest(cwd: Path, journal: str, manifest: str) -> tuple[subprocess.Popen[str], str]:
+    """The dashboard over ``journal`` showing ``manifest``'s schedules, on a free port, in a process of its own
+    (``telo.server.serve.serve(..., manifest=)``, what `telo ui --manifest` calls): the process and its URL."""
+    code = "import sys; from telo.server.serve import serve; serve(sys.argv[1], port=0, manifest=sys.argv[2])"
+    proc = subprocess.Popen([sys.executable, "-c", code, journal, manifest], cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    match = re.search(r"at (http://\S+/)", line)
+    if match is None:
+        proc.kill()
+        pytest.fail(f"the dashboard did not start: {line}{proc.stderr.read()}")
+    url = match.group(1)
+    deadline = time.monotonic() + 20
+    while True:  # the line is printed once the socket listens; wait for uvicorn to answer on it
+        try:
+            with urllib.request.urlopen(url + "api/schedules", timeout=2):
+                return proc, url
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("the dashboard never answered")
+            time.sleep(0.1)
+
+
+@pytest.mark.timeout(180)
+def test_the_schedules_page_lists_a_schedule_and_its_pause_button_pauses_it(tmp_path: Path) -> None:
+    """Issue 17: from the header to the schedules list (the schedule, its last tick), to the schedule's page
+    (a skipped tick and why), then Pause with a reason: the page says paused by telo ui, and so does the
+    ledger in the journal."""
+    _require_browser()
+    from playwright.sync_api import expect
+
+    from telo.server.schedules import manifest_schedules
+
+    (tmp_path / "m.yaml").write_text(SCHEDULED)
+    clock = FakeClock()  # ticks decided in the past: 00:05 fires, 00:10 is skipped (00:05 has not settled)
+    store = SqliteStore(str(tmp_path / "journal.db"), clock=clock)
+    try:
+        with manifest_schedules(str(tmp_path / "m.yaml"), store, clock=clock) as app:
+            schedule = app.resources["nightly"]
+            assert isinstance(schedule, Schedule)
+            for _ in range(3):
+                asyncio.run(schedule.beat())
+                clock.advance(ms=300_000)
+    finally:
+        store.close()
+    proc, ui = serve_with_manifest(tmp_path, "journal.db", "m.yaml")
+    try:
+        with chromium_page() as page:
+            page.goto(ui + "runs")
+            page.click("#nav-schedules")
+            row = page.locator('#schedules tr[data-schedule="nightly"]')
+            expect(row).to_contain_text("cron '*/5 * * * *' in UTC")
+            expect(row).to_contain_text("skipped")
+            expect(row.locator(".badge.sched-active")).to_have_text("active")
+            page.screenshot(path=str(ARTIFACTS / "dashboard-schedules.png"), full_page=True)
+
+            row.get_by_role("link", name="nightly").click()
+            expect(page).to_have_url(re.compile(r"/schedules/nightly$"))
+            expect(page.locator('#schedule-ticks tr[data-action="skip"]')).to_contain_text(
+                "nightly@2026-01-01T00:05:00Z has not settled (overlap: skip)")
+            page.fill("#pause-reason", "quarter close")
+            page.click("#schedule-pause")
+            expect(page.locator("#notice")).to_contain_text("paused nightly")
+            expect(page.locator("#schedule-state")).to_have_text("paused")
+            expect(page.locator("#schedule-status")).to_contain_text("paused by telo ui")
+            expect(page.locator("#schedule-status")).to_contain_text("quarter close")
+            expect(page.locator('#schedule-ops tr[data-op="pause"]')).to_contain_text("quarter close")
+            expect(page.locator("#schedule-resume")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "dashboard-schedule-paused.png"), full_page=True)
+    finally:
+        stop(proc)
+    store = SqliteStore(str(tmp_path / "journal.db"))
+    try:
+        state = schedule_ledger.read(store, "nightly")
+    finally:
+        store.close()
+    assert state.paused and state.pause is not None and (state.pause.by, state.pause.reason) == (
+        "telo ui", "quarter close")

@@ -66,9 +66,12 @@ def dashboard_journal(journal: str | None) -> str:
 @click.option("--token-file", "token_file", default=None, metavar="PATH",
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Read the token from this file (surrounding whitespace ignored); beats TELO_UI_TOKEN.")
+@click.option("--manifest", "manifest", default=None, metavar="PATH",
+              type=click.Path(exists=True, dir_okay=False),
+              help="Show and operate this manifest's schedules on /schedules (its journal is the --journal served).")
 @click.pass_context
 def ui_command(ctx: click.Context, journal: str | None, host: str, port: int, token: str | None,
-               token_file: Path | None) -> None:
+               token_file: Path | None, manifest: str | None) -> None:
     """Serve a web dashboard: runs by status, each run's journal as a timeline, deliver/cancel/resume."""
     token = resolve_token(ctx, token, token_file)
     journal = dashboard_journal(journal)
@@ -77,7 +80,7 @@ def ui_command(ctx: click.Context, journal: str | None, host: str, port: int, to
     except ImportError as exc:
         raise TeloError(Code.UI_UNAVAILABLE, f"the dashboard's packages are not installed ({exc.name})",
                         hint="pip install 'telo-python[ui]'") from exc
-    serve(journal, host=host, port=port, token=token)
+    serve(journal, host=host, port=port, token=token, manifest=manifest)
 
 
 COMMANDS = [ui_command]

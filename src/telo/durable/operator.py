@@ -22,6 +22,9 @@ from telo.values import Timestamp
 
 NOT_FOUND = Code.DURABLE_RUN_NOT_FOUND
 RESOLUTIONS = ("redrive", "skip", "fail")
+# Where a durable schedule's ledger run is parked (telo.kinds.schedule_ledger): nothing is ever written there,
+# so the run is never due. A run command pointed at it is refused (refuse_ledger).
+SCHEDULE_LEDGER_PATH = "schedule-ledger"
 
 
 def run_not_found(run: str) -> TeloError:
@@ -35,6 +38,16 @@ def require_run(store: Store, run: str) -> RunRecord:
     if record is None:
         raise run_not_found(run)
     return record
+
+
+def refuse_ledger(record: RunRecord, what: str) -> None:
+    """A schedule's ledger is operated through its schedule, never as a run: cancelling or resuming it would
+    stop the schedule's record or make it due (``ERR_SCHEDULE_LEDGER_PROTECTED``)."""
+    if record.parked is not None and record.parked.path == SCHEDULE_LEDGER_PATH:
+        schedule = record.parked.resource or record.run.removesuffix("@ledger")
+        raise TeloError(Code.SCHEDULE_LEDGER_PROTECTED, f"{record.run!r} is the ledger of schedule {schedule!r}, "
+                        f"not a run to {what}", hint=f"operate the schedule: telo schedules pause|resume|trigger "
+                        f"MANIFEST {schedule}", data={"run": record.run, "schedule": schedule})
 
 
 def is_held(record: RunRecord) -> bool:
@@ -56,6 +69,7 @@ def cancel_run(store: Store, run: str, reason: str) -> Cancelled:
     record = require_run(store, run)
     if record.terminal:
         return Cancelled(run, False, record.status)
+    refuse_ledger(record, "cancel")
     store.complete(run, Outcome.cancelled(reason))
     return Cancelled(run, True, "cancelled")
 
@@ -118,6 +132,7 @@ def resume_run(store: Store, run: str, reason: str, now_ms: int, *, force: bool 
     record = require_run(store, run)
     if record.terminal:
         return Resumed(run, False, record.status)
+    refuse_ledger(record, "resume")
     at = Timestamp.from_epoch_millis(now_ms).to_text()
     held = is_held(record)
     if held and record.parked is not None:

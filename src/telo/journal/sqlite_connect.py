@@ -18,6 +18,7 @@ import sqlite3
 import time
 from typing import Final
 
+from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, JournalError
 
 SYNCHRONOUS_MODES: Final = ("NORMAL", "FULL", "EXTRA")
@@ -63,7 +64,7 @@ def _use_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
     meets another opener's lock is retried until the busy timeout runs out — the module docstring says why
     the busy handler does not cover it — and then fails with SQLite's own "database is locked".
     """
-    deadline = time.monotonic() + busy_timeout_ms / 1000
+    deadline = SYSTEM_CLOCK.monotonic() + busy_timeout_ms / 1000
     while True:
         mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
         if mode == "wal":
@@ -73,7 +74,7 @@ def _use_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> str:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # (extended codes too)
                 raise
-            if time.monotonic() >= deadline:
+            if SYSTEM_CLOCK.monotonic() >= deadline:
                 raise
         time.sleep(_WAL_RETRY_PAUSE_S)
 

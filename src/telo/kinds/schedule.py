@@ -42,9 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("telo.schedule")
 
-LEAD_TTL_MS: Final = 15_000  # a dead holder's schedule is taken over within this (and decided on time)
-POLL_S: Final = 5.0  # how often a process looks at the ledger between ticks (operator actions, leadership)
-SETTLED: Final = frozenset({"completed", "failed", "cancelled"})
+# The ledger's lease: the journal's claimTtl, at most this — a dead or stalled holder's schedule is taken over
+# within it, so its ticks are still decided on time (telo.kinds.schedule_plan.ON_TIME_MS).
+LEAD_TTL_MS: Final = 15_000
+POLL_S: Final = 5.0  # how often, at most, a process looks at the ledger between ticks (operator actions, leases)
 
 
 class Schedule(Resource):
@@ -57,21 +58,31 @@ class Schedule(Resource):
         self._ensured = False
         self._stopped = False
         self.decided = 0  # decisions this process recorded (tests and the log read it)
+        self.changes = 0  # what its beats wrote: decisions, admissions, pauses (an idle worker beats until none)
 
     async def init(self) -> None:
         where = f"{self.kind} {self.name!r}"
         self.target = target_of(self.app, self.config, where)
         self.durable = isinstance(self.target, Workflow)
         self.policy: Policy = policy_of(self.app, self.config, where, durable=self.durable)
-        self.when_ev = self.field("when")
-        inputs = self.config.get("inputs")
-        self.inputs_ev = None if inputs is None else self.app.compiler.value(inputs, where=f"{where}.inputs",
-                                                                                  names=("tick",))
-        if self.when_ev is not None:
-            self.when_ev = self.app.compiler.value(self.config["when"], where=f"{where}.when", names=("tick",))
+        when, inputs = self.config.get("when"), self.config.get("inputs")
+        compiler = self.app.compiler
+        self.when_ev = None if when is None else compiler.value(when, where=f"{where}.when", names=("tick",))
+        self.inputs_ev = None if inputs is None else compiler.value(inputs, where=f"{where}.inputs", names=("tick",))
 
     def ticks(self, anchor_ms: int) -> Ticks:
         raise NotImplementedError
+
+    @property
+    def lease_ms(self) -> int:
+        """How long the ledger's claim lasts unrenewed: the journal's ``claimTtl``, at most :data:`LEAD_TTL_MS`."""
+        return min(self.workflow.journal.store.claim_ttl_ms, LEAD_TTL_MS)
+
+    @property
+    def poll_ms(self) -> int:
+        if not self.durable:
+            return int(POLL_S * 1000)
+        return max(100, min(int(POLL_S * 1000), self.lease_ms // 3))
 
     @property
     def timezone(self) -> str:
@@ -136,7 +147,8 @@ class Schedule(Resource):
         self._stopped = True
 
     async def loop(self) -> None:
-        """Beat until stopped: at each tick, and every :data:`POLL_S` between ticks."""
+        """Beat until stopped: at each tick, and between ticks every :attr:`poll_ms` (a third of the lease, so
+        the holder renews it in time; at most :data:`POLL_S`)."""
         undrain = shutdown.on_drain(self.stop)
         try:
             while not self._stopped and not shutdown.draining():
@@ -144,8 +156,8 @@ class Schedule(Resource):
                     wake_ms = await (self.beat() if self.durable else self._fire_in_process())
                 except TeloError as exc:  # a journal outage, a bad tick: logged, and the schedule goes on
                     log.warning("schedule.beat.failed", extra={"schedule": self.name, "error": exc.message})
-                    wake_ms = self.app.clock.now_ms() + int(POLL_S * 1000)
-                delay = max(0.0, min(POLL_S, (wake_ms - self.app.clock.now_ms()) / 1000))
+                    wake_ms = self.app.clock.now_ms() + self.poll_ms
+                delay = max(0.0, min(self.poll_ms, wake_ms - self.app.clock.now_ms()) / 1000)
                 await asyncio.sleep(delay)
         finally:
             undrain()
@@ -174,26 +186,27 @@ class Schedule(Resource):
         anchor = self.policy.start_at_ms if self.policy.start_at_ms is not None else (state.created_ms or now)
         ticks = self.ticks(anchor)
         if fence is None:  # another process decides; look again soon (it may die)
-            return now + int(POLL_S * 1000)
+            return now + self.poll_ms
         if self.policy.pause_on_failure and not state.paused:
             self._pause_on_failure(state, fence, now)
             state = ledger.read(store, self.name)
         self._start_waiting(state, now)
         statuses: dict[str, str | None] = {}
 
-        def live(run: str) -> bool:
+        def status(run: str) -> str | None:
             if run not in statuses:
                 record = store.read_run(run)
                 statuses[run] = None if record is None else record.status
-            return statuses[run] not in SETTLED
+            return statuses[run]
 
         planned = plan(ticks, self.policy, state, now, run_of=lambda t: ledger.tick_run_id(self.name, t),
-                       live=live, gate=self.gate)
+                       status=status, gate=self.gate)
         for run in planned.cancel:
             cancel_run(store, run, f"schedule {self.name!r}: a new tick fired (overlap: cancelRunning)")
         for decision in planned.decisions:
             stored = ledger.decide(store, self.name, decision, fence)
             self.decided += 1
+            self.changes += 1
             if stored.action == "fire" and stored.run is not None:
                 self.admit(stored.run, stored.tick_ms)
             log.info("schedule.tick", extra={"schedule": self.name, "tick": tick_text(stored.tick_ms),
@@ -201,14 +214,14 @@ class Schedule(Resource):
         if planned.decisions:
             ledger.compact(store, self.name, ledger.read(store, self.name), fence)
         nxt = ticks.after(max(now, state.cursor_ms or now))
-        return min(nxt, now + int(POLL_S * 1000))
+        return min(nxt, now + self.poll_ms)
 
     def _lead(self, now: int) -> Fence | None:
         """Hold the ledger's claim: renew ours, or take it when free (its former holder died or let go)."""
         store, run = self.workflow.journal.store, ledger.ledger_id(self.name)
-        if self._fence is not None and store.renew(run, self._fence, LEAD_TTL_MS, now):
+        if self._fence is not None and store.renew(run, self._fence, self.lease_ms, now):
             return self._fence
-        token = store.claim(run, self.holder, LEAD_TTL_MS, now)
+        token = store.claim(run, self.holder, self.lease_ms, now)
         self._fence = None if token is None else Fence(self.holder, token)
         return self._fence
 
@@ -220,6 +233,7 @@ class Schedule(Resource):
                 continue
             record = store.read_run(run)
             if record is not None and record.status == "failed":
+                self.changes += 1
                 ledger.record_op(store, self.name, ledger.Operation(
                     "pause", now, "pauseOnFailure", f"{run} failed"), path=f"ops/failed/{run}", fence=fence)
                 return
@@ -235,7 +249,7 @@ class Schedule(Resource):
             if record is None:
                 if before is not None:
                     prior = store.read_run(before)
-                    if prior is None or prior.status not in SETTLED:
+                    if prior is None or prior.status not in ledger.SETTLED:
                         return
                 self.admit(decision.run, decision.tick_ms, due_ms=now if decision.action == "buffer" else None)
             before = decision.run
@@ -246,6 +260,7 @@ class Schedule(Resource):
         wf = self.workflow
         inputs = dict(wf.checked_inputs(self.inputs_for(tick_ms)))
         digest = wf.body.digest
+        self.changes += 1
         return wf.journal.store.admit(Admission.of(
             run, status="scheduled", due_at=due_ms if due_ms is not None else tick_ms + self.jitter_of(tick_ms),
             inputs=inputs, workflow=wf.name, manifest_digest=digest.value if digest else None,

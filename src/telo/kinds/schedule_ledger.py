@@ -29,15 +29,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from telo.clock import uuid4_hex
+from telo.durable.operator import SCHEDULE_LEDGER_PATH
 from telo.journal.claims import Fence
 from telo.journal.model import Admission, Entry, Parked
 from telo.journal.store import Store
 
 from .cron import tick_text
 
-LEDGER_PATH: Final = "schedule-ledger"  # the ledger's park path: nothing is ever written there
+LEDGER_PATH: Final = SCHEDULE_LEDGER_PATH  # the ledger's park path: nothing is ever written there
 KEEP_ENTRIES: Final = 200  # a ledger longer than twice this is compacted down to about this (snapshot first)
 _RECENT: Final = 50  # tick decisions and operations a fold keeps for display
+SETTLED: Final = frozenset({"completed", "failed", "cancelled"})
 
 
 def ledger_id(schedule: str) -> str:
@@ -69,9 +71,11 @@ class TickDecision:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tick": tick_text(self.tick_ms), "action": self.action}
-        for key, value in (("run", self.run), ("reason", self.reason), ("decidedAt", self.decided_at)):
+        for key, value in (("run", self.run), ("reason", self.reason)):
             if value is not None:
                 out[key] = value
+        if self.decided_at is not None:
+            out["decidedAt"] = tick_text(self.decided_at)
         if self.count != 1 or self.from_ms is not None:
             out["count"] = self.count
             out["from"] = tick_text(self.from_ms) if self.from_ms is not None else None
@@ -91,7 +95,7 @@ class Operation:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"op": self.op, "at": self.at, "by": self.by}
+        out: dict[str, Any] = {"op": self.op, "at": tick_text(self.at), "by": self.by}
         if self.reason is not None:
             out["reason"] = self.reason
         out.update(self.data)
@@ -124,6 +128,13 @@ class LedgerState:
                 "failedSeen": sorted(self.failed_seen)}
 
 
+def _instant(value: Any) -> int | None:
+    """An instant as the ledger writes it (RFC 3339), or as older entries did (epoch ms)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return parse_instant(value) if isinstance(value, str) and value else None
+
+
 def _decision(value: Any, tick_ms: int, at: int | None) -> TickDecision:
     src = value if isinstance(value, dict) else {}
     return TickDecision(tick_ms, str(src.get("action", "skip")), src.get("run"), src.get("reason"),
@@ -133,7 +144,8 @@ def _decision(value: Any, tick_ms: int, at: int | None) -> TickDecision:
 
 def _operation(value: Any, at: int | None) -> Operation:
     src = dict(value) if isinstance(value, dict) else {}
-    return Operation(str(src.pop("op", "?")), int(src.pop("at", at or 0)), str(src.pop("by", "?")),
+    when = _instant(src.pop("at", None))
+    return Operation(str(src.pop("op", "?")), when if when is not None else (at or 0), str(src.pop("by", "?")),
                      src.pop("reason", None), src)
 
 
@@ -152,7 +164,7 @@ def fold(entries: list[Entry], run: str) -> LedgerState:
             pause = value.get("pause")
             state = replace(state, created_ms=value.get("created"), paused=pause is not None,
                             pause=_operation(pause, None) if pause else None, cursor_ms=value.get("cursor"),
-                            chain=tuple(_decision(d, parse_instant(d["tick"]), d.get("decidedAt"))
+                            chain=tuple(_decision(d, parse_instant(d["tick"]), _instant(d.get("decidedAt")))
                                         for d in value.get("chain", [])),
                             failed_seen=frozenset(value.get("failedSeen", [])))
         elif path.startswith("ticks/"):
@@ -184,9 +196,10 @@ def read(store: Store, schedule: str) -> LedgerState:
     return fold(store.read_entries(run), run)
 
 
-def ensure(store: Store, schedule: str, now_ms: int) -> None:
-    """Create the ledger unless it exists: admitted, parked where nothing is written (never due), and its
-    ``created`` entry. Idempotent, and safe to race: the admission and the entry are first-writer-wins."""
+def ensure(store: Store, schedule: str, now_ms: int, *, created: bool = True) -> None:
+    """Create the ledger unless it exists: admitted, parked where nothing is written (never due), and — unless
+    ``created`` is false (an operator's action on a schedule no worker ran yet: the schedule starts when a worker
+    first beats it) — its ``created`` entry. Idempotent, and safe to race: each write is first-writer-wins."""
     run = ledger_id(schedule)
     record = store.read_run(run)
     if record is None:
@@ -194,7 +207,8 @@ def ensure(store: Store, schedule: str, now_ms: int) -> None:
     if record.status != "parked":
         store.park(run, Parked(LEDGER_PATH, schedule, reason=f"the ledger of schedule {schedule!r}: its ticks, "
                                                              f"pauses and backfills (telo schedules show {schedule})"))
-    store.append(run, Entry.decided("created", "created", {"at": now_ms}))
+    if created:
+        store.append(run, Entry.decided("created", "created", {"at": now_ms}))
 
 
 def decide(store: Store, schedule: str, decision: TickDecision, fence: Fence | None) -> TickDecision:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from .cron import Ticks, between
-from .schedule_ledger import LedgerState, TickDecision
+from .schedule_ledger import SETTLED, LedgerState, TickDecision
 
 ON_TIME_MS: Final = 60_000
 MAX_DECISIONS: Final = 1_000  # per beat: a long catch-up continues at the next beat
@@ -54,10 +54,10 @@ class Planned:
 
 
 def plan(ticks: Ticks, policy: Policy, state: LedgerState, now_ms: int, *, run_of: Callable[[int], str],
-         live: Callable[[str], bool], gate: Callable[[int], str | None]) -> Planned:
+         status: Callable[[str], str | None], gate: Callable[[int], str | None]) -> Planned:
     """Decide every due tick after the ledger's cursor (at most :data:`MAX_DECISIONS`). ``run_of`` names a tick's
-    run, ``live(run)`` says whether a run has not settled yet (a buffered one not yet admitted counts as live),
-    ``gate(tick)`` says why ``when`` skips a tick (None: it does not)."""
+    run, ``status(run)`` is a run's status (None: not admitted yet — a buffered tick still waiting, which has not
+    settled either), ``gate(tick)`` says why ``when`` skips a tick (None: it does not)."""
     base = state.cursor_ms if state.cursor_ms is not None else (state.created_ms or now_ms)
     if policy.start_at_ms is not None:
         base = max(base, policy.start_at_ms - 1)
@@ -87,9 +87,9 @@ def plan(ticks: Ticks, policy: Policy, state: LedgerState, now_ms: int, *, run_o
     chain = list(state.chain)
     cancel: list[str] = []
     for tick in [*fire_late, *on_time]:
-        decision = _decide(tick, tick in fire_late, policy, state, chain, run_of, live, gate, now_ms)
+        decision = _decide(tick, tick in fire_late, policy, state, chain, run_of, status, gate, now_ms)
         if decision.action == "fire" and policy.overlap == "cancelRunning":
-            cancel.extend(d.run for d in chain if d.run is not None and live(d.run))
+            cancel.extend(d.run for d in chain if d.run is not None and status(d.run) not in (None, *SETTLED))
         if decision.action == "fire":
             chain = [decision]
         elif decision.action == "buffer":
@@ -99,7 +99,7 @@ def plan(ticks: Ticks, policy: Policy, state: LedgerState, now_ms: int, *, run_o
 
 
 def _decide(tick: int, late: bool, policy: Policy, state: LedgerState, chain: list[TickDecision],
-            run_of: Callable[[int], str], live: Callable[[str], bool], gate: Callable[[int], str | None],
+            run_of: Callable[[int], str], status: Callable[[str], str | None], gate: Callable[[int], str | None],
             now_ms: int) -> TickDecision:
     def skip(reason: str) -> TickDecision:
         return TickDecision(tick, "skip", reason=reason, decided_at=now_ms, late=late)
@@ -112,12 +112,13 @@ def _decide(tick: int, late: bool, policy: Policy, state: LedgerState, chain: li
     if gated is not None:
         return skip(gated)
     run = run_of(tick)
-    unsettled = [d for d in chain if d.run is not None and live(d.run)]
+    unsettled = [d for d in chain if d.run is not None and status(d.run) not in SETTLED]
     if unsettled and policy.overlap != "allow":
         before = unsettled[-1].run
         if policy.overlap == "skip":
             return skip(f"overlap: {before} has not settled (overlap: skip)")
-        if policy.overlap == "bufferOne" and any(d.action == "buffer" for d in unsettled):
+        if policy.overlap == "bufferOne" and any(d.action == "buffer" and status(d.run or "") is None
+                                                 for d in unsettled):
             return skip(f"overlap: {before} is already waiting (overlap: bufferOne)")
         if policy.overlap in ("bufferOne", "bufferAll"):
             return TickDecision(tick, "buffer", run=run, decided_at=now_ms, late=late)

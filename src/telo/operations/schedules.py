@@ -52,7 +52,8 @@ def manifest_app(manifest: str) -> Iterator[Application]:
 
 @dataclass(frozen=True, slots=True)
 class ScheduleView:
-    """A schedule as an operator sees it: its definition, its state, and what it did lately."""
+    """A schedule as an operator sees it: its definition, its state, and what it did lately. Its JSON writes
+    every instant as RFC 3339 UTC, and durations in milliseconds (``catchUpWindowMs``, ``jitterMs``)."""
 
     name: str
     kind: str
@@ -73,11 +74,17 @@ class ScheduleView:
         return {
             "name": self.name, "kind": self.kind, "durable": self.durable, "ticks": self.ticks,
             "invoke": self.invoke, "policy": self.policy, "paused": self.paused,
-            "pause": self.pause.to_json() if self.pause else None, "created": self.created_ms,
+            "pause": self.pause.to_json() if self.pause else None,
+            "created": _text(self.created_ms),
             "last": self.last.to_json() if self.last else None,
-            "next": tick_text(self.next_ms) if self.next_ms is not None else None, "holder": self.holder,
+            "next": _text(self.next_ms), "holder": self.holder,
             "recent": [d.to_json() for d in self.recent], "ops": [o.to_json() for o in self.ops],
         }
+
+
+def _text(ms: int | None) -> str | None:
+    """An instant as every member of a view's JSON writes it: RFC 3339 UTC (None stays None)."""
+    return None if ms is None else tick_text(ms)
 
 
 def find_schedule(app: Application, name: str) -> Schedule:
@@ -99,7 +106,7 @@ def view(schedule: Schedule, now_ms: int) -> ScheduleView:
     """What :class:`ScheduleView` says of ``schedule`` now (an in-process one: its definition only)."""
     policy = schedule.policy
     info = {"catchUp": policy.catch_up, "catchUpWindowMs": policy.catch_up_window_ms, "overlap": policy.overlap,
-            "jitterMs": policy.jitter_ms, "startAt": policy.start_at_ms, "endAt": policy.end_at_ms,
+            "jitterMs": policy.jitter_ms, "startAt": _text(policy.start_at_ms), "endAt": _text(policy.end_at_ms),
             "pauseOnFailure": policy.pause_on_failure}
     if not schedule.durable:
         return ScheduleView(schedule.name, schedule.kind, False, schedule.ticks(now_ms).describe(),
@@ -111,7 +118,8 @@ def view(schedule: Schedule, now_ms: int) -> ScheduleView:
     holder = claim.holder if claim is not None and claim.until is not None and claim.until > now_ms else None
     anchor = policy.start_at_ms if policy.start_at_ms is not None else (state.created_ms or now_ms)
     ticks = schedule.ticks(anchor)
-    nxt: int | None = ticks.after(max(now_ms, state.cursor_ms or now_ms))
+    start = now_ms if policy.start_at_ms is None else max(now_ms, policy.start_at_ms - 1)
+    nxt: int | None = ticks.after(max(start, state.cursor_ms or start))
     if state.paused or (policy.end_at_ms is not None and nxt is not None and nxt > policy.end_at_ms):
         nxt = None
     return ScheduleView(schedule.name, schedule.kind, True, ticks.describe(), schedule.workflow.name, info,
@@ -130,11 +138,19 @@ def resume(schedule: Schedule, now_ms: int, *, by: str, reason: str | None = Non
 
 
 def trigger(schedule: Schedule, now_ms: int, *, by: str, reason: str | None = None) -> str:
-    """Start one run now, outside the ticks (``<schedule>@trigger-<RFC 3339 now>``); its inputs are those of a
-    tick at this instant. Returns the run id."""
-    run = f"{schedule.name}@trigger-{tick_text(now_ms)}"
+    """Start one run now, outside the ticks (``<schedule>@trigger-<RFC 3339 now>``, then ``~2``, ``~3``… for
+    triggers within one millisecond); its inputs are those of a tick at this instant. Recorded, then admitted.
+    Returns the run id."""
+    base = f"{schedule.name}@trigger-{tick_text(now_ms)}"
+    run = base
+    for n in range(2, 1000):
+        if schedule.workflow.journal.store.read_run(run) is None:
+            break
+        run = f"{base}~{n}"
     _record(schedule, ledger.Operation("trigger", now_ms, by, reason, {"run": run}), now_ms)
-    schedule.admit(run, now_ms, due_ms=now_ms)
+    if not schedule.admit(run, now_ms, due_ms=now_ms):
+        raise TeloError(Code.DURABLE_RUN_EXISTS, f"a trigger of {schedule.name!r} raced another for {run!r}",
+                        hint="trigger again", data={"schedule": schedule.name, "run": run})
     return run
 
 
@@ -167,5 +183,5 @@ def backfill(schedule: Schedule, from_ms: int, to_ms: int, now_ms: int, *, by: s
 
 def _record(schedule: Schedule, op: ledger.Operation, now_ms: int) -> ledger.Operation:
     store = schedule.workflow.journal.store
-    ledger.ensure(store, schedule.name, now_ms)
+    ledger.ensure(store, schedule.name, now_ms, created=False)
     return ledger.record_op(store, schedule.name, op)

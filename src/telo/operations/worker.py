@@ -80,7 +80,8 @@ async def _until_idle(resumers: list[Resumer], schedules: list[Schedule], slots:
         started = [task for r in resumers for task in await r.fill()]
         executing = any(r.active for r in resumers)
         if not started and not executing:
-            if not nudged and not any(_pending(r, horizon_ms) for r in resumers):
+            if not nudged and not any(_pending(r, horizon_ms) for r in resumers) \
+                    and not await _schedules_moved(schedules):
                 return
             try:  # the next sweep, or sooner when nudged: a claim a queue's fair share deferred is due (fair_share)
                 await asyncio.wait_for(freed.wait(), interval)
@@ -92,6 +93,15 @@ async def _until_idle(resumers: list[Resumer], schedules: list[Schedule], slots:
             # Wait for a slot to free (or, with slots free and nothing claimable now, for the next sweep).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(freed.wait(), interval if slots.free() else None)
+
+
+async def _schedules_moved(schedules: list[Schedule]) -> bool:
+    """One more beat of each schedule, now that nothing executes: did it write anything (a buffered tick
+    admitted after the run before it settled, a pause after a failure)? Then the worker is not idle yet."""
+    before = sum(s.changes for s in schedules)
+    for schedule in schedules:
+        await schedule.beat()
+    return sum(s.changes for s in schedules) != before
 
 
 def _ref(app: Application, wf: Workflow) -> object:

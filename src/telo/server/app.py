@@ -10,7 +10,11 @@ Pages                                  JSON
 ``GET /queues``                        ``GET /api/queues``                queues with runs: depth, holding
 ``GET /queues/{queue}``                ``GET /api/queues/{queue}``        a queue per key and process, oldest
 (live refresh of a queue page)         ``GET /api/queues/{queue}/events`` server-sent events: it changed
-(forms on the pages)                   ``POST /api/...``                  the operator's actions: :mod:`.operate`
+``GET /schedules``                     ``GET /api/schedules``             the manifest's schedules: last, next tick
+``GET /schedules/{schedule}``          ``GET /api/schedules/{schedule}``  a schedule: policy, ticks decided, log
+(live refresh of the schedule pages)   ``GET /api/events/schedules``, ``/api/schedules/{schedule}/events``
+(forms on the pages)                   ``POST /api/...``                  the operator's actions: :mod:`.operate`,
+                                                                          a schedule's: :mod:`.schedules`
 
 A run id can hold any character, so it travels percent-encoded as ONE path segment (``/`` as ``%2F``); the
 :class:`~telo.server.security.Guard` routes on the raw path and :func:`~telo.server.operate.run_param` decodes
@@ -43,8 +47,10 @@ from telo.journal.model import STATUSES
 from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions
+from telo.runtime.app import Application
 from telo.server import console, live, operate, search, views
 from telo.server import queues as queue_pages
+from telo.server import schedules as schedule_pages
 from telo.server.operate import run_param, run_url
 from telo.server.security import CSRF_FIELD, Guard
 
@@ -65,6 +71,7 @@ _STATUS_OF: Mapping[str, int] = {
     Code.RUN_BUSY: 409,
     Code.CHECKPOINT_NOT_FOUND: 404,
     Code.QUEUE_NOT_FOUND: 404,
+    Code.SCHEDULE_NOT_FOUND: 404,
 }
 
 
@@ -97,6 +104,7 @@ def _templates() -> Jinja2Templates:
                              autoescape=jinja2.select_autoescape(default=True, default_for_string=True))
     env.filters["run_url"] = run_url
     env.filters["queue_url"] = queue_pages.queue_url
+    env.filters["schedule_url"] = schedule_pages.schedule_url
     env.filters["time"] = _time_text
     env.filters["duration"] = _duration_text
     env.filters["json"] = _json_text
@@ -224,11 +232,14 @@ def _query_without(request: Request, *names: str) -> str:
 
 
 def create_app(store: Store, *, token: str | None = None, journal_label: str = "",
-               close_store: bool = False) -> Starlette:
+               close_store: bool = False, application: Application | None = None) -> Starlette:
     """The dashboard over ``store``. With ``token``, every request must carry it (see
     :mod:`telo.server.security`); ``close_store`` closes the store when the server shuts down. The label is
-    shown with any password redacted."""
+    shown with any password redacted. ``application``: the manifest whose schedules the schedule pages show
+    and operate (initialised, not started: :func:`telo.server.schedules.manifest_schedules`; the caller closes
+    it); without it those pages say the dashboard has no manifest."""
     dash = Dashboard(store, journal_label or store.kind)
+    schedules = schedule_pages.SchedulePages(schedule_pages.Schedules(application), dash.page)
     # The CSRF tokens' secret: new for every app, so a token is good only on the server that rendered it (a
     # restart invalidates open forms; reloading the page issues a new token for the same session cookie).
     csrf_secret = token_urlsafe(32).encode()
@@ -257,6 +268,15 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/queues", dash.api_queues),
         Route("/api/queues/{queue}", dash.api_queue),
         Route("/api/queues/{queue}/events", dash.api_queue_events),
+        Route("/schedules", schedules.list_page),
+        Route("/schedules/{schedule}", schedules.schedule_page),
+        Route("/api/schedules", schedules.api_list),
+        Route("/api/events/schedules", schedules.api_list_events),
+        Route("/api/schedules/{schedule}", schedules.api_schedule),
+        Route("/api/schedules/{schedule}/events", schedules.api_schedule_events),
+        Route("/api/schedules/{schedule}/pause", schedules.pause, methods=["POST"]),
+        Route("/api/schedules/{schedule}/resume", schedules.resume, methods=["POST"]),
+        Route("/api/schedules/{schedule}/trigger", schedules.trigger, methods=["POST"]),
         Route("/api/deliver", ops.deliver, methods=["POST"]),
         Route("/api/runs/{run}/cancel", ops.cancel, methods=["POST"]),
         Route("/api/runs/{run}/resume", ops.resume, methods=["POST"]),

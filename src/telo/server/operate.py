@@ -7,6 +7,7 @@
 ``POST /api/runs/{run}/restore``         roll back to a checkpoint ``{checkpoint, reason?}`` (``telo restore``)
 ``POST /api/runs/{run}/fork``            copy from a checkpoint ``{checkpoint, runId?, keepKeys?}`` (``telo fork``)
 ``POST /api/bulk/cancel``, ``/resume``   the same for many runs ``{runs, reason?, force?}``
+``POST /api/schedules/{schedule}/pause``, ``/resume``, ``/trigger`` ``{reason?}`` (:mod:`.schedules`)
 
 Every body goes through :func:`body` first, whose CSRF check (:func:`telo.server.security.csrf_ok`) refuses a
 POST that is not from the dashboard's own pages nor from a client holding the bearer token. A form (the pages')
@@ -73,7 +74,7 @@ class Operations:
             return result, (f"delivered to {token}" if result.done else
                             f"nothing is parked on token {token!r}: it was already delivered, or never issued")
 
-        return await _action(request, act)
+        return await action_response(request, act)
 
     async def cancel(self, request: Request) -> Response:
         run = run_param(request)
@@ -83,7 +84,7 @@ class Operations:
                                                          or "cancelled from telo ui")
             return result, cancel_notice(result)
 
-        return await _action(request, act, run)
+        return await action_response(request, act, run)
 
     async def resume(self, request: Request) -> Response:
         run = run_param(request)
@@ -93,7 +94,7 @@ class Operations:
                                                          or "resumed from telo ui", force=body.get("force") in _TRUE)
             return result, resume_notice(result)
 
-        return await _action(request, act, run)
+        return await action_response(request, act, run)
 
     async def resolve(self, request: Request) -> Response:
         run = run_param(request)
@@ -111,7 +112,7 @@ class Operations:
             result: views.ActionResult = await self.call(views.resolve, run, path, action, value)
             return result, f"resolved {path}: {action} — a worker (telo worker) or a rerun continues the run"
 
-        return await _action(request, act, run)
+        return await action_response(request, act, run)
 
     async def restore(self, request: Request) -> Response:
         run = run_param(request)
@@ -123,7 +124,7 @@ class Operations:
             return result, (f"restored to checkpoint {data['checkpoint']} (epoch {data['epoch']}): the steps after "
                             "it execute again when a worker (telo worker) or a rerun continues the run")
 
-        return await _action(request, act, run)
+        return await action_response(request, act, run)
 
     async def fork(self, request: Request) -> Response:
         run = run_param(request)
@@ -136,7 +137,7 @@ class Operations:
                             "(telo worker) continues it")
 
         # After a fork the form lands on the NEW run (ActionResult.run); a refusal comes back to the source.
-        return await _action(request, act, run, follow=True)
+        return await action_response(request, act, run, follow=True)
 
     async def bulk_cancel(self, request: Request) -> Response:
         return await self._bulk(request, "cancel")
@@ -210,13 +211,15 @@ def _is_form(request: Request) -> bool:
     return request.headers.get("content-type", "").split(";", 1)[0].strip().lower() in _FORM_TYPES
 
 
-async def _action(request: Request, act: Action, run: str | None = None, *, follow: bool = False) -> Response:
+async def action_response(request: Request, act: Action, run: str | None = None, *, follow: bool = False,
+                          back: str | None = None) -> Response:
     """Run a POST action on its JSON or form body. A form (a page's) is answered with a redirect back to its
-    page carrying a notice, its failure too (``follow``: a success goes to the result's run instead); JSON with
-    the action's report (409 if it did nothing)."""
+    page (its ``next`` field, else ``back``, else the run's page) carrying a notice, its failure too
+    (``follow``: a success goes to the result's run instead); JSON with the action's report (409 if it did
+    nothing)."""
     is_form = _is_form(request)
     data = await body(request, is_form)
-    back = _local_path(data.get("next")) or (run_url(run) if run else "/runs")
+    back = _local_path(data.get("next")) or back or (run_url(run) if run else "/runs")
     try:
         result, notice = await act(data, is_form)
     except TeloError as exc:

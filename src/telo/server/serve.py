@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import socket
 import sys
+from contextlib import ExitStack
 from typing import TextIO
 
 from telo.errors import Code, TeloError
@@ -48,28 +49,34 @@ def url_of(sock: socket.socket) -> str:
 
 
 def serve(journal: str, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          out: TextIO = sys.stderr) -> None:
+          manifest: str | None = None, out: TextIO = sys.stderr) -> None:
     """Serve the dashboard over ``journal`` until interrupted. Refuses a non-loopback host without a token
     (``ERR_UI_TOKEN_REQUIRED``) before opening anything, and a journal that does not exist
-    (``ERR_JOURNAL_NOT_FOUND``: the dashboard reads and operates on runs, it never creates a journal)."""
+    (``ERR_JOURNAL_NOT_FOUND``: the dashboard reads and operates on runs, it never creates a journal).
+    ``manifest``: the schedule pages show and operate its schedules (loaded before binding, so a manifest that
+    does not load is refused at start; its only journal is ``journal``)."""
     import uvicorn
 
     from telo.server.app import create_app
+    from telo.server.schedules import manifest_schedules
 
     check_bind(host, token)
     store = open_journal(journal)
-    try:
-        sock = bind(host, port)
-    except BaseException:
-        store.close()
-        raise
-    label = redact(journal)  # a postgresql:// URL may hold a password: the line may end up in a log
-    app = create_app(store, token=token, journal_label=label, close_store=True)
-    # The socket is bound before uvicorn starts, so the line below names the real port (with --port 0 too)
-    # and a script may read it to find the dashboard. It never includes the token.
-    print(f"telo ui: serving {label} at {url_of(sock)}" + (" (token required)" if token else ""),
-          file=out, flush=True)
-    # An open page holds a live-refresh stream (live.py): on shutdown, wait a moment for streams, not forever.
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=2)
-    uvicorn.Server(config).run(sockets=[sock])
+    with ExitStack() as stack:
+        try:
+            application = stack.enter_context(manifest_schedules(manifest, store)) if manifest else None
+            sock = bind(host, port)
+        except BaseException:
+            stack.close()  # the manifest's own journals first, then the store it may have borrowed
+            store.close()
+            raise
+        label = redact(journal)  # a postgresql:// URL may hold a password: the line may end up in a log
+        app = create_app(store, token=token, journal_label=label, close_store=True, application=application)
+        # The socket is bound before uvicorn starts, so the line below names the real port (with --port 0 too)
+        # and a script may read it to find the dashboard. It never includes the token.
+        print(f"telo ui: serving {label}" + (f" and the schedules of {manifest}" if manifest else "")
+              + f" at {url_of(sock)}" + (" (token required)" if token else ""), file=out, flush=True)
+        # An open page holds a live-refresh stream (live.py): on shutdown, wait a moment for streams, not forever.
+        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                timeout_graceful_shutdown=2)
+        uvicorn.Server(config).run(sockets=[sock])

@@ -22,6 +22,7 @@ from telo.journal.eventlog import Event, EventKind
 from telo.journal.model import NO_VALUE, STATUSES, RunFilter, RunRecord
 from telo.journal.redact import redact
 from telo.journal.store import Store
+from telo.kinds import schedule_ledger
 from telo.operations import actions, runs
 from telo.operations.runs import RunView
 from telo.server import console
@@ -102,6 +103,14 @@ def count_by_status(store: Store, *, workflow: str | None = None, cap: int = COU
     return {"counts": counts, "total": seen, "complete": False}
 
 
+def _ledger_of(record: RunRecord) -> str | None:
+    """The schedule whose ledger ``record`` is (:mod:`telo.kinds.schedule_ledger`), or None."""
+    parked = record.parked
+    if parked is None or parked.path != schedule_ledger.LEDGER_PATH or parked.resource is None:
+        return None
+    return parked.resource if record.run == schedule_ledger.ledger_id(parked.resource) else None
+
+
 def run_detail(store: Store, run: str) -> dict[str, Any]:
     """A run's record with its inputs and result in the plain encoding, its counts and zone reports, and which
     operator actions apply to it now."""
@@ -132,12 +141,17 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     held = view.held
     out["held"] = held
     deliverable = record.status == "parked" and record.parked is not None and record.parked.token is not None
+    # A durable schedule's ledger (issue 17) is a run parked where nothing is written: its page links to the
+    # schedule's, and offers no cancel or resume (the schedule's page pauses and resumes the schedule).
+    ledger = _ledger_of(record)
+    if ledger is not None:
+        out["schedule"] = ledger
     out["actions"] = {
         "deliver": record.parked.token if deliverable and record.parked is not None else None,
         # The schema the Await recorded for its payload: shown by the deliver form, enforced on delivery.
         "deliverSchema": _plain(recorded_schema(store, record)) if deliverable else None,
-        "cancel": not record.terminal,
-        "resume": record.status == "parked" and not held,
+        "cancel": not record.terminal and ledger is None,
+        "resume": record.status == "parked" and not held and ledger is None,
         "resumeForce": held,
         "resolve": _awaiting_answer(record),
     }

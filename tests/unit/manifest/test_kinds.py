@@ -16,6 +16,7 @@ def test_modules_and_canonical_names() -> None:
         "run": ("Run", {"Sequence", "Value", "Iteration", "Projection", "Loop", "Choice", "Detach"}),
         "console": ("Console", {"WriteLine"}),
         "timer": ("Timer", {"Delay"}),
+        "scheduler": ("Scheduler", {"Cron", "Interval"}),
         "durable": ("Durable", {"Run", "Idempotent", "Sleep", "Await", "Value"}),
         "durable-local": ("DurableLocal", {"Workflow", "Queue", "Resumer", "Deliver", "Status", "Result", "Cancel",
                                            "Schedule", "Resume", "Journal"}),
