@@ -23,6 +23,7 @@ _LAZY = {
     "RunList": "telo.api",
     "Resolution": "telo.api",
     "Scheduled": "telo.api",
+    "ScheduleView": "telo.api",
     "Delivery": "telo.api",
     "JournalEntry": "telo.api",
     "Checkpoint": "telo.api",
@@ -47,6 +48,7 @@ __all__ = [
     "RunRef",
     "RunResult",
     "RunStatus",
+    "ScheduleView",
     "Scheduled",
     "StepContext",
     "TeloError",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:
         RunResult,
         RunStatus,
         Scheduled,
+        ScheduleView,
         load,
     )
     from telo.api.kinds import kind

@@ -328,3 +328,50 @@ def test_an_application_needs_no_yaml_header(tmp_path: Path, journal: str) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.db"]  # the journal named, nothing else
     with pytest.raises(telo.TeloError, match="ERR_JOURNAL_REQUIRED"):
         telo.load(None)
+
+
+# --- schedules (issue 17) ----------------------------------------------------------------------------------
+
+SCHEDULED = MANIFEST.replace("imports: {", "imports: { Schedule: scheduler,", 1) + """\
+---
+kind: Schedule.Cron
+metadata: { name: hourly }
+cron: "0 * * * *"
+invoke: !ref greet
+inputs: { id: !cel "'tick-' + tick.at" }
+"""
+
+
+def test_schedules_answer_like_telo_schedules(tmp_path: Path) -> None:
+    """One operations layer: the API's schedule view is what `telo schedules show --json` prints, and its actions
+    are the ones the CLI records."""
+    import json
+
+    from click.testing import CliRunner
+
+    from telo.cli.main import cli
+
+    manifest = tmp_path / "scheduled.yaml"
+    manifest.write_text(SCHEDULED)
+    with telo.load(manifest) as app:
+        assert app.pause_schedule("hourly", "parity", by="ada").paused
+        run = app.trigger_schedule("hourly", by="ada")
+        assert run.startswith("hourly@trigger-")
+        assert app.backfill_schedule("hourly", "2020-01-01T00:00:00Z", "2020-01-01T01:00:00Z", by="ada") == \
+            ["hourly@2020-01-01T00:00:00Z", "hourly@2020-01-01T01:00:00Z"]
+        api = app.schedule_view("hourly")
+        listed = [v.name for v in app.schedules()]
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["schedules", "show", str(manifest), "hourly", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout) == api.to_json()
+    listing = runner.invoke(cli, ["schedules", "list", str(manifest), "--json"])
+    assert [s["name"] for s in json.loads(listing.stdout)["schedules"]] == listed == ["hourly"]
+    resumed = runner.invoke(cli, ["schedules", "resume", str(manifest), "hourly", "--by", "bob", "--json"])
+    assert json.loads(resumed.stdout)["paused"] is False
+    with telo.load(manifest) as app:
+        view = app.schedule_view("hourly")
+        assert not view.paused and [(o.op, o.by) for o in view.ops][-1] == ("resume", "bob")
+        app.serve(until_idle=True, interval=0.05)
+        assert app.result(run).step("hello") == f"hello tick-{run.split('trigger-', 1)[1]}"
+        assert app.result("hourly@2020-01-01T00:00:00Z").step("hello") == "hello tick-2020-01-01T00:00:00Z"

@@ -10,10 +10,10 @@ import telo
 import telo.api
 
 TELO = ["NOT_FOUND", "App", "AsyncApp", "Checkpoint", "Delivery", "FakeClock", "JournalEntry", "Resolution", "RunError",
-        "RunList", "RunRef", "RunResult", "RunStatus", "Scheduled", "StepContext", "TeloError", "__version__", "kind",
-        "load"]
+        "RunList", "RunRef", "RunResult", "RunStatus", "ScheduleView", "Scheduled", "StepContext", "TeloError",
+        "__version__", "kind", "load"]
 TELO_API = ["App", "AsyncApp", "Checkpoint", "Delivery", "JournalEntry", "Parked", "Resolution", "RunError", "RunList",
-            "RunRef", "RunResult", "RunStatus", "Scheduled", "load"]
+            "RunRef", "RunResult", "RunStatus", "ScheduleView", "Scheduled", "load"]
 
 
 def test_the_top_level_names_are_exactly_these_and_all_resolve() -> None:

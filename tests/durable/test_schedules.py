@@ -460,3 +460,21 @@ def test_an_action_before_any_worker_ran_does_not_start_the_schedule(tmp_path: P
         assert state_of(apps[0]).created_ms == T0 + 10 * MIN and runs_of(apps[0], "job") == {}
 
     scenario(text, clock, body)
+
+
+def test_an_interval_backfill_starts_the_schedules_own_ticks(tmp_path: Path) -> None:
+    """Its ticks count from the schedule's first beat, not from FROM: a backfill names the ticks' own runs."""
+    clock = FakeClock()
+    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}",
+                    "kind: Schedule.Interval\nmetadata: { name: every }\nevery: 1h\ninvoke: !ref job\n")
+
+    async def body(apps: list[telo.AsyncApp]) -> None:
+        schedule = schedule_of(apps[0])
+        await apps[0].serve(until_idle=True)
+        clock.advance(seconds=3 * 3600 + 5)
+        await apps[0].serve(until_idle=True)
+        assert sorted(runs_of(apps[0], "job")) == ["every@2026-01-01T03:00:00Z"]  # (01:00 and 02:00: missed)
+        started = ops.backfill(schedule, T0 + 30 * MIN, T0 + 3 * 60 * MIN, clock.now_ms(), by="ana@ops")
+        assert started == ["every@2026-01-01T01:00:00Z", "every@2026-01-01T02:00:00Z"]
+
+    scenario(text, clock, body)

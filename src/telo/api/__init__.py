@@ -43,6 +43,7 @@ from telo.api.results import (
 from telo.api.sync import App, load
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import Parked
+from telo.operations.schedules import ScheduleView
 
 __all__ = [
     "App",
@@ -57,6 +58,7 @@ __all__ = [
     "RunRef",
     "RunResult",
     "RunStatus",
+    "ScheduleView",
     "Scheduled",
     "load",
 ]

@@ -1,5 +1,6 @@
 """What an operator does to runs, as :class:`~telo.api.aio.AsyncApp` methods: list them, deliver, cancel,
-resume, resolve, fork, restore, and read checkpoints and journals (``telo runs list``, ``telo deliver`` …).
+resume, resolve, fork, restore, and read checkpoints and journals (``telo runs list``, ``telo deliver`` …); and to
+queues and durable schedules (``telo queues``, ``telo schedules``).
 
 Each is a call into :mod:`telo.operations` (the rules the CLI and the dashboard use) plus what only an
 in-process application can add: continuing the run it made ready, when its workflow is one of this
@@ -10,6 +11,7 @@ reader holds in mind; :class:`OperatorActions` is a mixin ``AsyncApp`` inherits.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from abc import abstractmethod
 from typing import Any
 
@@ -31,9 +33,12 @@ from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, RunFilter, RunRecord
 from telo.journal.store import Store
 from telo.kinds.queue import Queue
+from telo.kinds.schedule import Schedule
 from telo.operations import actions, queue_limits, runs
 from telo.operations import queues as queue_ops
+from telo.operations import schedules as schedule_ops
 from telo.operations.queue_limits import UNSET, Limit, Rate
+from telo.operations.schedules import ScheduleView
 from telo.runtime.app import Application
 
 __all__ = ["OperatorActions"]
@@ -197,3 +202,83 @@ class OperatorActions:
         names = sorted(n for n, r in self.application.resources.items() if isinstance(r, Queue))
         raise TeloError(Code.QUEUE_NOT_FOUND, f"{name!r} is not a Local.Queue of this app",
                         hint=f"its queues: {', '.join(names) or 'none'}", data={"queue": name})
+
+    # --- durable schedules (issue 17; telo schedules) ------------------------------------------------------
+
+    async def schedules(self) -> list[ScheduleView]:
+        """Every ``Scheduler.Cron`` and ``Scheduler.Interval`` of the app, in name order (``telo schedules list``):
+        a durable one with its state, last and next tick and ledger; an in-process timer with its definition only
+        (``durable`` false)."""
+        await self._ready()
+        now = self.clock.now_ms()
+        found = schedule_ops.schedules(self.application)
+        return await asyncio.to_thread(lambda: [schedule_ops.view(s, now) for s in found])
+
+    async def schedule_view(self, name: str) -> ScheduleView:
+        """The durable schedule ``name`` (``telo schedules show``): its definition and policies, whether it is
+        paused (and by whom), its next tick, the process deciding its ticks, its recent tick decisions (with why a
+        tick was skipped) and the operations done to it. Not a durable schedule: ``ERR_SCHEDULE_NOT_FOUND``."""
+        await self._ready()
+        schedule = schedule_ops.find_schedule(self.application, name)
+        return await asyncio.to_thread(schedule_ops.view, schedule, self.clock.now_ms())
+
+    async def pause_schedule(self, name: str, reason: str | None = None, *, by: str | None = None) -> ScheduleView:
+        """Pause the durable schedule ``name`` (``telo schedules pause``): its due ticks are skipped, recorded
+        "paused", until :meth:`resume_schedule`. Recorded in its ledger with ``by`` (default ``user@host``) and
+        ``reason``; the process deciding its ticks reads it within seconds. Returns :meth:`schedule_view` after."""
+        return await self._schedule_op(name, schedule_ops.pause, reason, by)
+
+    async def resume_schedule(self, name: str, reason: str | None = None, *, by: str | None = None) -> ScheduleView:
+        """Resume the durable schedule ``name`` (``telo schedules resume``): ticks from now on fire; the paused
+        time is not replayed (:meth:`backfill_schedule` does that). Recorded like a pause."""
+        return await self._schedule_op(name, schedule_ops.resume, reason, by)
+
+    async def trigger_schedule(self, name: str, reason: str | None = None, *, by: str | None = None) -> str:
+        """Admit one run of the durable schedule ``name`` now, outside its ticks (``telo schedules trigger``):
+        ``<name>@trigger-<RFC 3339 now>``, with the inputs a tick at this instant has, due now. Recorded in the
+        ledger. Nothing executes here: :meth:`serve`, a worker or :meth:`run_due` starts it. Returns its run id."""
+        await self._ready()
+        schedule = schedule_ops.find_schedule(self.application, name)
+        now, who = self.clock.now_ms(), by or queue_limits.operator()
+        return await asyncio.to_thread(lambda: schedule_ops.trigger(schedule, now, by=who, reason=reason))
+
+    async def backfill_schedule(self, name: str, start: Any, end: Any, reason: str | None = None, *,
+                                by: str | None = None) -> list[str]:
+        """Admit the run of every tick of the durable schedule ``name`` from ``start`` to ``end`` (both included;
+        a ``datetime``, a :class:`~telo.values.Timestamp`, RFC 3339 text or epoch ms) that has none — its id the
+        tick's own, ``<name>@<RFC 3339 tick>``, so no tick ever runs twice (``telo schedules backfill``). At most
+        1000 ticks, all due now; recorded in the ledger. A reversed range, one with no tick or too many, or a
+        value that is not a time is ``ERR_SCHEDULE_RANGE_INVALID``, nothing written. Nothing executes here (as
+        :meth:`trigger_schedule`). Returns the run ids admitted, in tick order."""
+        await self._ready()
+        schedule = schedule_ops.find_schedule(self.application, name)
+        from_ms, to_ms = schedule_instant(start, "start"), schedule_instant(end, "end")
+        now, who = self.clock.now_ms(), by or queue_limits.operator()
+        return await asyncio.to_thread(lambda: schedule_ops.backfill(schedule, from_ms, to_ms, now, by=who,
+                                                                     reason=reason))
+
+    async def _schedule_op(self, name: str, act: Any, reason: str | None, by: str | None) -> ScheduleView:
+        await self._ready()
+        schedule: Schedule = schedule_ops.find_schedule(self.application, name)
+        now, who = self.clock.now_ms(), by or queue_limits.operator()
+
+        def record() -> ScheduleView:
+            act(schedule, now, by=who, reason=reason)
+            return schedule_ops.view(schedule, now)
+
+        return await asyncio.to_thread(record)
+
+
+def schedule_instant(value: Any, which: str) -> int:
+    """A backfill bound in epoch ms: a ``datetime`` (a naive one is local time), a ``Timestamp``, RFC 3339 text
+    or epoch ms (an int, or its digits); ``ERR_SCHEDULE_RANGE_INVALID`` otherwise."""
+    from telo.kinds.addressing import instant_ms
+
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    try:
+        return instant_ms(int(value) if isinstance(value, str) and value.isdigit() else value,
+                          Code.SCHEDULE_RANGE_INVALID, which)
+    except TeloError as exc:
+        raise TeloError(Code.SCHEDULE_RANGE_INVALID, exc.message, hint="give a datetime, RFC 3339 text "
+                        "(2026-12-01T00:00:00Z) or epoch milliseconds", data={"value": repr(value)}) from None

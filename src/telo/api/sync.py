@@ -32,6 +32,7 @@ from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE
 from telo.manifest import Manifest
 from telo.operations.queue_limits import UNSET, Limit, Rate
+from telo.operations.schedules import ScheduleView
 from telo.runtime.app import Application
 
 T = TypeVar("T")
@@ -180,6 +181,31 @@ class App:
         return self._call(self.aio.set_queue_limits(name, concurrency=concurrency,
                                                     worker_concurrency=worker_concurrency, key_limit=key_limit,
                                                     rate_limit=rate_limit, reset=reset, by=by))
+
+    def schedules(self) -> list[ScheduleView]:
+        """See :meth:`AsyncApp.schedules`."""
+        return self._call(self.aio.schedules())
+
+    def schedule_view(self, name: str) -> ScheduleView:
+        """See :meth:`AsyncApp.schedule_view`."""
+        return self._call(self.aio.schedule_view(name))
+
+    def pause_schedule(self, name: str, reason: str | None = None, *, by: str | None = None) -> ScheduleView:
+        """See :meth:`AsyncApp.pause_schedule`."""
+        return self._call(self.aio.pause_schedule(name, reason, by=by))
+
+    def resume_schedule(self, name: str, reason: str | None = None, *, by: str | None = None) -> ScheduleView:
+        """See :meth:`AsyncApp.resume_schedule`."""
+        return self._call(self.aio.resume_schedule(name, reason, by=by))
+
+    def trigger_schedule(self, name: str, reason: str | None = None, *, by: str | None = None) -> str:
+        """See :meth:`AsyncApp.trigger_schedule`."""
+        return self._call(self.aio.trigger_schedule(name, reason, by=by))
+
+    def backfill_schedule(self, name: str, start: Any, end: Any, reason: str | None = None, *,
+                          by: str | None = None) -> list[str]:
+        """See :meth:`AsyncApp.backfill_schedule`."""
+        return self._call(self.aio.backfill_schedule(name, start, end, reason, by=by))
 
     def run_due(self, limit: int = 100) -> int:
         """See :meth:`AsyncApp.run_due`."""

@@ -16,6 +16,7 @@ import telo.cli.queues_cmds as queues_cmds
 import telo.cli.run_cmds as run_cmds
 import telo.cli.runs_cmds as runs_cmds
 import telo.cli.runs_group as runs_group
+import telo.cli.schedules_cmds as schedules_cmds
 import telo.cli.travel_cmds as travel_cmds
 import telo.cli.ui_cmd as ui_cmd
 from telo import __version__
@@ -67,7 +68,7 @@ def frame_decode(frame_text: str) -> None:
     click.echo(json.dumps(to_plain(decode_frame(frame_text)), ensure_ascii=False))
 
 
-for module in (run_cmds, runs_cmds, runs_group, queues_cmds, travel_cmds, ui_cmd):
+for module in (run_cmds, runs_cmds, runs_group, queues_cmds, schedules_cmds, travel_cmds, ui_cmd):
     for command in module.COMMANDS:
         cli.add_command(command)
 runs_group.runs.add_command(journal_cmds.journal_command)
