@@ -15,6 +15,7 @@ from telo.cli.common import (
     EXIT_ERROR,
     EXIT_FAILED,
     EXIT_NOT_SETTLED,
+    SOURCE_KEY,
     echo_hint,
     emit,
     grace_option,
@@ -33,6 +34,7 @@ from telo.clock import SYSTEM_CLOCK
 from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code
 from telo.journal.model import NO_VALUE, RunRecord
+from telo.manifest import Manifest
 from telo.operations.runs import RunView
 
 
@@ -183,11 +185,13 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 @click.option("--all", "every", is_flag=True, help="No RUN: every held run, of every workflow.")
 @click.option("--dry-run", is_flag=True, help="With --workflow/--all: list the held runs and what changed; write "
               "nothing.")
+@click.option("--safe", is_flag=True, help="With --workflow/--all: resume only the held runs the new manifest is safe "
+              "for (docs/changing-workflows.md); needs the manifest (--manifest).")
 @journal_option
 @manifest_option
 @json_option
 def resume_command(run: str | None, reason: str, force: bool, workflow: str | None, every: bool, dry_run: bool,
-                   journal: str | None, manifest: str | None, as_json: bool) -> None:
+                   safe: bool, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Continue a parked run now (an operator override, recorded in the journal); exit 1 when it is not resumed
     (settled, not parked, or waiting for `telo resolve` or `telo deliver`: the reason and a hint say which).
 
@@ -196,10 +200,15 @@ def resume_command(run: str | None, reason: str, force: bool, workflow: str | No
     from telo.cli.held_cmd import check_bulk_options, resume_held
     from telo.operations import actions
 
-    check_bulk_options(run, workflow, every, dry_run, force)
+    check_bulk_options(run, workflow, every, dry_run, force, safe)
     if run is None:
         with open_store(journal, manifest) as store:
-            sys.exit(resume_held(store, workflow, reason, dry_run, as_json))
+            source = click.get_current_context().meta.get(SOURCE_KEY)
+            path = manifest or (source.manifest if source is not None else None)
+            if safe and path is None:
+                raise click.UsageError("--safe compares each held run with the new manifest: give --manifest")
+            new = None if path is None else _load_manifest(path)
+            sys.exit(resume_held(store, workflow, reason, dry_run, as_json, new, safe))
     with open_store(journal, manifest) as store:
         out = actions.resume(store, run, reason, SYSTEM_CLOCK.now_ms(), force=force)
     data = out.to_json()
@@ -273,3 +282,16 @@ def worker_command(manifest: str, interval: str, until_idle: bool, concurrency: 
 
 COMMANDS = [status_command, result_command, deliver_command, cancel_command, resume_command, resolve_command,
             worker_command]
+
+
+def _load_manifest(path: str) -> Manifest:
+    """The manifest at ``path``, loaded as ``telo run`` would (its problems printed, exit 1)."""
+    from telo.kinds.controllers import load_application
+    from telo.manifest import ManifestLoadError
+
+    try:
+        return load_application(path).manifest
+    except ManifestLoadError as exc:
+        print_diagnostics(exc.diagnostics)
+        click.echo(f"error: {exc.code}: {path} has {len(exc.diagnostics)} problem(s)", err=True)
+        sys.exit(EXIT_ERROR)

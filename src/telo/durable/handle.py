@@ -73,6 +73,7 @@ class LocalRunHandle:
         self.renewal: Renewal | None = None
         self.halted: ExecutionHalted | None = None  # latched like a suspension: see _halt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
+        self.consumed: set[str] = set()  # recorded paths this execution read back (telo.durable.gates asks)
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
         self.observers: tuple[StepObserver, ...] = ()  # (telo.durable.observers; usually none)
@@ -105,6 +106,7 @@ class LocalRunHandle:
     # --- recording ------------------------------------------------------------------------------------
 
     def recorded(self, path: str) -> Entry | None:
+        self.consumed.add(path)
         return self.entries.get(path)
 
     def delivered(self, path: str) -> bool:
@@ -178,12 +180,14 @@ class LocalRunHandle:
                 if existing.target is not None and target is not None and not targets_match(existing.target,
                                                                                             target):
                     raise _mismatch(self.run_id, path, existing.target, target)
+                self.consumed.add(path)
                 self.replayed_steps += 1
                 for observer in observers:
                     observer.step_answered(path, target, replayed=True)
                 return self._read(existing)
             failed = self.entries.get(paths.failure_path(path)) if self.opened else None
             if failed is not None:  # its failure receipt: the same error, the effect not executed again
+                self.consumed.add(path)
                 self.replayed_steps += 1
                 for observer in observers:
                     observer.step_answered(path, target, replayed=True)
@@ -295,6 +299,7 @@ class LocalRunHandle:
     async def decide(self, path: str, kind: str, compute: Callable[[], Any], *, wait: bool = False) -> Any:
         existing = self.entries.get(path)
         if existing is not None:
+            self.consumed.add(path)
             return self._read(existing)
         if kind == "attempt" and shutdown.draining():  # a retry's next attempt is a new effect: not now
             self._halt(shutdown.refusal(self.run_id, path))

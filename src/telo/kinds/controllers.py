@@ -33,7 +33,7 @@ from . import (
 _CLASSES: tuple[Any, ...] = (
     run.Sequence, run.Value, run.Iteration, run.Projection, run.Loop, run.ChoiceKind, run.Detach,
     console.WriteLine, timer.Delay, python.PythonFunction, assertions.Equals, assertions.Events,
-    durable_kinds.Idempotent, durable_kinds.Sleep, durable_kinds.Await, durable_kinds.Value,
+    durable_kinds.Idempotent, durable_kinds.Sleep, durable_kinds.Await, durable_kinds.Value, durable_kinds.Patched,
     workflow.Workflow, queue.Queue, resumer.Resumer,
     addressing.Deliver, addressing.Status, addressing.Result, addressing.Cancel, addressing.Schedule,
     addressing.Resume,

@@ -1,9 +1,11 @@
-"""The ``durable`` module's kinds (reference §5): ``Idempotent``, ``Sleep``, ``Await``, ``Value``."""
+"""The ``durable`` module's kinds (reference §5): ``Idempotent``, ``Sleep``, ``Await``, ``Value``; and telo's
+``Patched`` (issue 17: a version gate, :mod:`telo.durable.gates`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from telo.durable.gates import patched
 from telo.durable.waits import await_delivery, pinned_value, sleep
 from telo.engine.context import derive, entered
 from telo.engine.interpreter import run_steps
@@ -100,3 +102,13 @@ class Value(Resource):
         assert ev is not None, "the schema requires `value`"
         scope = self.call_scope(inputs)
         return await pinned_value(self.name, lambda: ev.evaluate(scope))
+
+
+class Patched(Resource):
+    """A version gate: ``{patched, patch}``, decided once per run (:mod:`telo.durable.gates`)."""
+
+    kind = "Durable.Patched"
+
+    async def invoke(self, inputs: Any) -> Any:
+        deprecated = self.config.get("deprecated", False) is True
+        return {"patched": await patched(self.name, deprecated=deprecated), "patch": str(self.config["patch"])}

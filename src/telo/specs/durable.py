@@ -121,4 +121,27 @@ value: !cel "nowMillis()"
 """,
 )
 
-DURABLE: ModuleSpec = module("durable", M, RUN, IDEMPOTENT, SLEEP, AWAIT, VALUE)
+PATCHED = KindSpec(
+    M, "Patched",
+    config({"patch": {"type": "string", "minLength": 1,
+                      "description": "The change it gates, named once and never reused (`add-fraud-check`)."},
+            "deprecated": {"type": "boolean", "default": False,
+                           "description": "Every run takes the new branch: set it once no live run needs the old "
+                                          "one (docs/changing-workflows.md), then delete the old branch."}},
+           ("patch",)),
+    "invocable",
+    output_schema={"type": "object", "properties": {"patched": {"type": "boolean"}, "patch": {"type": "string"}},
+                   "required": ["patched", "patch"]},
+    description="A version gate for a changed workflow (issue 17; docs/changing-workflows.md): returns "
+                "`{patched}`, decided once per run and journaled. A run that had gone past the gate's position "
+                "before the change (its journal holds entries it has not replayed yet) gets `false` and keeps the "
+                "old branch; a new run, or one that had not reached it, gets `true`. Branch on it with `when:` or "
+                "`if:` reading `steps.<gate>.result.patched`.",
+    example="""\
+kind: Durable.Patched
+metadata: { name: fraudCheckGate }
+patch: add-fraud-check
+""",
+)
+
+DURABLE: ModuleSpec = module("durable", M, RUN, IDEMPOTENT, SLEEP, AWAIT, VALUE, PATCHED)

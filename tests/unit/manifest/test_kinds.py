@@ -17,7 +17,7 @@ def test_modules_and_canonical_names() -> None:
         "console": ("Console", {"WriteLine"}),
         "timer": ("Timer", {"Delay"}),
         "scheduler": ("Scheduler", {"Cron", "Interval"}),
-        "durable": ("Durable", {"Run", "Idempotent", "Sleep", "Await", "Value"}),
+        "durable": ("Durable", {"Run", "Idempotent", "Sleep", "Await", "Value", "Patched"}),
         "durable-local": ("DurableLocal", {"Workflow", "Queue", "Resumer", "Deliver", "Status", "Result", "Cancel",
                                            "Schedule", "Resume", "Journal"}),
         "durable-journal-file": ("DurableJournalFile", {"Journal"}),
