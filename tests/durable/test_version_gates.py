@@ -211,3 +211,34 @@ def test_resume_safe_resumes_only_the_held_runs_the_change_is_safe_for(tmp_path:
         assert app.status("order:P").parked is not None and "approve" in str(app.status("order:P").parked)
         assert "@manifest" in str(app.status("order:Q").parked)  # still held
     assert effects == Counter({"charge Q": 1, "fraud P": 1, "charge P": 1})
+
+
+def test_telo_check_says_when_no_live_run_needs_the_old_branch(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from telo.cli.main import cli
+
+    v1 = HEAD + step("charge", "charge") + step("approve") + step("ship", "ship")
+    v2 = HEAD + GATE + FRAUD + step("charge", "charge") + step("approve") + step("ship", "ship")
+    (tmp_path / "m.yaml").write_text(v2)
+
+    def gate_warnings() -> list[str]:
+        out = CliRunner().invoke(cli, ["check", "m.yaml"])
+        assert out.exit_code == 0, out.output
+        return [line for line in out.output.splitlines() if "GATE_DEPRECATABLE" in line]
+
+    assert gate_warnings() == []  # (no journal yet: nothing in flight, nothing said)
+    with telo.load(v1) as app:
+        app.run("order", {"order": "A"})  # started before the gate: it needs the old branch
+    with telo.load(v2) as app:
+        app.run("order", {"order": "B"})
+    assert gate_warnings() == []
+    with telo.load(v2) as app:
+        app.deliver("approve:A", {"by": "ana"})
+        app.serve(until_idle=True)
+        app.resume("order:A", force=True)
+        app.serve(until_idle=True)
+        assert app.status("order:A").status == "completed"
+    [warning] = gate_warnings()  # B is live, but it recorded the gate: it replays its own decision
+    assert "version gate 'fraudGate' (patch 'add-fraud-check'): none needs its old branch" in warning
+    assert "deprecated: true" in warning

@@ -80,10 +80,11 @@ def check_command(manifests: tuple[str, ...], as_json: bool) -> None:
     """Load and statically check manifests; print every diagnostic with its file:line:col."""
     from telo.analysis import check
     from telo.kinds.python import function_checks
+    from telo.operations.gates import gate_checks
 
     all_diags = []
     for m in manifests:
-        all_diags.extend(check(m, extra=function_checks))
+        all_diags.extend(check(m, extra=lambda loaded: [*function_checks(loaded), *gate_checks(loaded)]))
     errors = [d for d in all_diags if d.severity == "error"]
     if as_json:
         click.echo(json.dumps([d.to_dict() for d in all_diags], ensure_ascii=False))

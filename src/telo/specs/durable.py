@@ -127,7 +127,7 @@ PATCHED = KindSpec(
                       "description": "The change it gates, named once and never reused (`add-fraud-check`)."},
             "deprecated": {"type": "boolean", "default": False,
                            "description": "Every run takes the new branch: set it once no live run needs the old "
-                                          "one (docs/changing-workflows.md), then delete the old branch."}},
+                                          "one (`telo check` says when), then delete the old branch."}},
            ("patch",)),
     "invocable",
     output_schema={"type": "object", "properties": {"patched": {"type": "boolean"}, "patch": {"type": "string"}},
