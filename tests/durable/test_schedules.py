@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import telo
-from telo.clock import FakeClock
+from telo.clock import SYSTEM_CLOCK, Clock, FakeClock
 from telo.errors import TeloError
 from telo.journal.model import RunFilter
 from telo.kinds import schedule_ledger as ledger
@@ -102,7 +102,7 @@ def _clear() -> None:
     effects.clear()
 
 
-def scenario(text: str, clock: FakeClock, body: Callable[[list[telo.AsyncApp]], Awaitable[None]],
+def scenario(text: str, clock: Clock, body: Callable[[list[telo.AsyncApp]], Awaitable[None]],
              apps: int = 1) -> None:
     async def go() -> None:
         loaded = [telo.AsyncApp.load(text, clock=clock) for _ in range(apps)]
@@ -478,3 +478,24 @@ def test_an_interval_backfill_starts_the_schedules_own_ticks(tmp_path: Path) -> 
         assert started == ["every@2026-01-01T01:00:00Z", "every@2026-01-01T02:00:00Z"]
 
     scenario(text, clock, body)
+
+
+def test_a_worker_claims_a_tick_run_when_it_is_admitted_not_at_its_next_sweep(tmp_path: Path) -> None:
+    """The worker sweeps for due runs once a minute here; a schedule ticking every second still has its runs
+    executed, because admitting a tick's run wakes the worker's resumer for it (as a PostgreSQL NOTIFY would)."""
+    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}",
+                    cron("* * * * * *", extra="overlap: allow"))
+
+    async def body(apps: list[telo.AsyncApp]) -> None:
+        serving = asyncio.ensure_future(apps[0].serve(interval="60s"))
+        try:
+            for _ in range(100):  # (up to 10 s: the first sweep finds nothing; the next is a minute away)
+                await asyncio.sleep(0.1)
+                if "completed" in runs_of(apps[0], "job").values():
+                    break
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+        assert "completed" in runs_of(apps[0], "job").values()
+
+    scenario(text, SYSTEM_CLOCK, body)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -123,6 +123,16 @@ class Resumer(Resource):
     def _on_wake(self, run: str) -> None:
         self._woken.add(run)
         self._wake.set()
+
+    def waker(self) -> Callable[[str], None]:
+        """A callback, safe to call from any thread, that names a run just made due (a schedule's tick run): this
+        resumer claims it at once, as it does a run a PostgreSQL NOTIFY names, rather than at its next sweep."""
+        loop = asyncio.get_running_loop()
+
+        def wake(run: str) -> None:
+            loop.call_soon_threadsafe(self._on_wake, run)
+
+        return wake
 
     async def _fair_cap(self, store: AsyncStore, queue: Queue, share: FairShare) -> int:
         """How many runs of ``queue`` this process may claim now (telo.kinds.fair_share), and when to look again

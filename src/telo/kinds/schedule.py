@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from telo.durable import shutdown
@@ -59,6 +59,7 @@ class Schedule(Resource):
         self._stopped = False
         self.decided = 0  # decisions this process recorded (tests and the log read it)
         self.changes = 0  # what its beats wrote: decisions, admissions, pauses (an idle worker beats until none)
+        self.wakers: list[Callable[[str], None]] = []  # told each tick run it admits (a resumer claims it at once)
 
     async def init(self) -> None:
         where = f"{self.kind} {self.name!r}"
@@ -140,6 +141,7 @@ class Schedule(Resource):
             if not any(isinstance(r, Resumer) and r.workflow is self.workflow for r in self.app.resources.values()):
                 resumer = Resumer(self.app, f"schedule-{self.name}", {"workflow": self.config["invoke"],
                                                                       "interval": "1s"}, None)
+                self.wakers.append(resumer.waker())
                 self.app.hold(resumer.loop())
         self.app.hold(self.loop())
 
@@ -207,8 +209,8 @@ class Schedule(Resource):
             stored = ledger.decide(store, self.name, decision, fence)
             self.decided += 1
             self.changes += 1
-            if stored.action == "fire" and stored.run is not None:
-                self.admit(stored.run, stored.tick_ms)
+            if stored.action == "fire" and stored.run is not None and self.admit(stored.run, stored.tick_ms):
+                self._wake(stored.run)
             log.info("schedule.tick", extra={"schedule": self.name, "tick": tick_text(stored.tick_ms),
                                              "action": stored.action, "reason": stored.reason})
         if planned.decisions:
@@ -251,8 +253,13 @@ class Schedule(Resource):
                     prior = store.read_run(before)
                     if prior is None or prior.status not in ledger.SETTLED:
                         return
-                self.admit(decision.run, decision.tick_ms, due_ms=now if decision.action == "buffer" else None)
+                if self.admit(decision.run, decision.tick_ms, due_ms=now if decision.action == "buffer" else None):
+                    self._wake(decision.run)
             before = decision.run
+
+    def _wake(self, run: str) -> None:
+        for wake in self.wakers:
+            wake(run)
 
     def admit(self, run: str, tick_ms: int, *, due_ms: int | None = None) -> bool:
         """Admit ``run`` ``scheduled`` with a tick's inputs, due at ``due_ms`` (default: the tick plus its

@@ -51,6 +51,8 @@ async def serve(app: Application, *, interval: str | int = "1s", until_idle: boo
     resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None, slots)
                 for wf in app.resources.values() if isinstance(wf, Workflow)]
     schedules = [s for s in app.resources.values() if isinstance(s, Schedule) and s.durable]
+    for schedule in schedules:  # a tick's run is claimed as soon as it is admitted, not at the next sweep
+        schedule.wakers.extend(r.waker() for r in resumers if r.workflow is schedule.workflow)
     try:
         if not until_idle:
             await asyncio.gather(*(r.loop() for r in resumers), *(s.loop() for s in schedules))
@@ -60,6 +62,7 @@ async def serve(app: Application, *, interval: str | int = "1s", until_idle: boo
         for r in resumers:
             await r.teardown()
         for s in schedules:
+            s.wakers.clear()
             await s.teardown()
         executing = [task for r in resumers for task in r.active]
         if executing:
