@@ -186,12 +186,12 @@ def test_a_holder_that_stalled_past_its_lease_is_fenced_out(location: str) -> No
     ("catchUp: all\noverlap: allow", [5, 10], []),
     ("catchUp: all\ncatchUpWindow: 4m", [10], [(1, "missed, older than catchUpWindow")]),
 ])
-def test_after_a_ten_minute_outage_each_catch_up_policy(tmp_path: Path, policy: str, fired: list[int],
+def test_after_a_ten_minute_outage_each_catch_up_policy(location: str, policy: str, fired: list[int],
                                                          skipped: list[tuple[int, str]]) -> None:
     """No worker runs from 00:00:30 to 00:12:00: the ticks at 00:05 and 00:10 are missed (decided more than a
     minute late)."""
     clock = FakeClock()
-    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}", cron("*/5 * * * *", extra=policy))
+    text = manifest(location, cron("*/5 * * * *", extra=policy))
 
     async def body(apps: list[telo.AsyncApp]) -> None:
         await schedule_of(apps[0]).beat()
@@ -205,12 +205,11 @@ def test_after_a_ten_minute_outage_each_catch_up_policy(tmp_path: Path, policy: 
     scenario(text, clock, body)
 
 
-def overlap_run(tmp_path: Path, policy: str) -> tuple[dict[str, str], ledger.LedgerState]:
+def overlap_run(location: str, policy: str) -> tuple[dict[str, str], ledger.LedgerState]:
     """Ticks every minute for six minutes, each run taking 2.5 minutes (a 150 s durable sleep); the clock moves
     in 30 s steps and the worker serves at each."""
     clock = FakeClock()
-    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}",
-                    cron("* * * * *", invoke="slow", extra=f"overlap: {policy}"))
+    text = manifest(location, cron("* * * * *", invoke="slow", extra=f"overlap: {policy}"))
     out: list[Any] = []
 
     async def body(apps: list[telo.AsyncApp]) -> None:
@@ -224,35 +223,35 @@ def overlap_run(tmp_path: Path, policy: str) -> tuple[dict[str, str], ledger.Led
     return out[0], out[1]
 
 
-def test_overlap_skip_fires_only_when_the_previous_run_settled(tmp_path: Path) -> None:
-    runs, state = overlap_run(tmp_path, "skip")
+def test_overlap_skip_fires_only_when_the_previous_run_settled(location: str) -> None:
+    runs, state = overlap_run(location, "skip")
     assert minutes(runs) == [1, 4]  # (the 00:01 run ends at 00:03:30; the 00:04 one at 00:06:30)
     assert {d.reason for d in state.recent if d.action == "skip"} == {
         "overlap: every@2026-01-01T00:01:00Z has not settled (overlap: skip)",
         "overlap: every@2026-01-01T00:04:00Z has not settled (overlap: skip)"}
 
 
-def test_overlap_buffer_one_keeps_one_tick_waiting(tmp_path: Path) -> None:
-    runs, state = overlap_run(tmp_path, "bufferOne")
+def test_overlap_buffer_one_keeps_one_tick_waiting(location: str) -> None:
+    runs, state = overlap_run(location, "bufferOne")
     assert minutes(runs) == [1, 2, 4]  # 2 waited for 1; 3 was skipped (2 waiting); 4 waited for 2
     assert [d.action for d in state.recent] == ["fire", "buffer", "skip", "buffer", "skip", "skip"]
 
 
-def test_overlap_buffer_all_runs_every_tick_one_after_another(tmp_path: Path) -> None:
-    runs, state = overlap_run(tmp_path, "bufferAll")
+def test_overlap_buffer_all_runs_every_tick_one_after_another(location: str) -> None:
+    runs, state = overlap_run(location, "bufferAll")
     assert [d.action for d in state.recent] == ["fire"] + ["buffer"] * 5
     assert minutes(runs) == [1, 2, 3]  # (each takes 2.5 minutes: by 00:06:30 the third has started)
     assert [runs[r] for r in sorted(runs)] == ["completed", "completed", "parked"]
 
 
-def test_overlap_cancel_running_cancels_the_previous_run(tmp_path: Path) -> None:
-    runs, _ = overlap_run(tmp_path, "cancelRunning")
+def test_overlap_cancel_running_cancels_the_previous_run(location: str) -> None:
+    runs, _ = overlap_run(location, "cancelRunning")
     assert minutes(runs) == [1, 2, 3, 4, 5, 6]
     assert [runs[r] for r in sorted(runs)] == ["cancelled"] * 5 + ["parked"]
 
 
-def test_overlap_allow_runs_them_side_by_side(tmp_path: Path) -> None:
-    runs, _ = overlap_run(tmp_path, "allow")
+def test_overlap_allow_runs_them_side_by_side(location: str) -> None:
+    runs, _ = overlap_run(location, "allow")
     assert minutes(runs) == [1, 2, 3, 4, 5, 6]
     assert [runs[r] for r in sorted(runs)] == ["completed"] * 4 + ["parked"] * 2
 
