@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
+from telo.clock import SYSTEM_CLOCK, Clock
 from telo.errors import Code, TeloError
+from telo.journal.store import Store
 from telo.kinds import schedule_ledger as ledger
 from telo.kinds.cron import between, tick_text
 from telo.kinds.schedule import Schedule
@@ -25,19 +27,24 @@ MAX_BACKFILL: Final = 1_000
 
 
 @contextmanager
-def manifest_app(manifest: str) -> Iterator[Application]:
+def manifest_app(manifest: str, store: Store | None = None, *, clock: Clock = SYSTEM_CLOCK) -> Iterator[Application]:
     """``manifest``'s application with every resource initialised (its schedules' policies checked, its
-    workflows compiled) and its journals opened — never created: a journal that is not there is
-    ``ERR_JOURNAL_NOT_FOUND``, as for every command that reads runs. Nothing runs; it is closed on exit."""
+    workflows compiled) and nothing started, on ``clock``. Its journals are opened — never created: a journal
+    that is not there is ``ERR_JOURNAL_NOT_FOUND``, as for every command that reads runs — except that a manifest
+    with one journal uses ``store`` when given (the dashboard's, left open). Closed on exit."""
     from telo.kinds.controllers import load_application
     from telo.kinds.journals import Journal
     from telo.operations.journals import require_exists
 
-    app = load_application(manifest)
+    app = load_application(manifest, clock=clock)
     app.create_resources()
-    for journal in (r for r in app.resources.values() if isinstance(r, Journal)):
-        path = journal.local_path()
-        require_exists(path or manifest, path)
+    journals = [r for r in app.resources.values() if isinstance(r, Journal)]
+    if store is not None and len(journals) == 1:
+        journals[0].use_store(store)
+    else:
+        for journal in journals:
+            path = journal.local_path()
+            require_exists(path or manifest, path)
 
     async def init() -> None:
         for resource in app.resources.values():

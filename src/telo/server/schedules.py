@@ -12,11 +12,10 @@ does), so the ticks' runs link to run pages of this dashboard. Without a manifes
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Final
 from urllib.parse import quote, unquote
 
@@ -52,36 +51,12 @@ def schedule_param(request: Request) -> str:
     return unquote(str(request.path_params["schedule"]), errors="strict")
 
 
-@contextmanager
 def manifest_schedules(manifest: str, store: Store | None = None, *,
-                       clock: Clock = SYSTEM_CLOCK) -> Iterator[Application]:
-    """``manifest``'s application with every resource initialised (its schedules' policies checked, its
-    workflows compiled) and nothing started, as :func:`telo.operations.schedules.manifest_app` — but a manifest
-    with one journal uses ``store`` (the dashboard's; left open), and ``clock`` is the application's. Other
-    journals are opened, never created (``ERR_JOURNAL_NOT_FOUND``); they are closed on exit."""
-    from telo.kinds.controllers import load_application
-    from telo.kinds.journals import Journal
-    from telo.operations.journals import require_exists
-
-    app = load_application(manifest, clock=clock)
-    app.create_resources()
-    journals = [r for r in app.resources.values() if isinstance(r, Journal)]
-    if store is not None and len(journals) == 1:
-        journals[0].use_store(store)
-    else:
-        for journal in journals:
-            path = journal.local_path()
-            require_exists(path or manifest, path)
-
-    async def init() -> None:
-        for resource in app.resources.values():
-            await resource.init()
-
-    try:
-        asyncio.run(init())
-        yield app
-    finally:
-        asyncio.run(app.close())
+                       clock: Clock = SYSTEM_CLOCK) -> AbstractContextManager[Application]:
+    """The application the dashboard serves the schedules of: :func:`telo.operations.schedules.manifest_app`
+    over the dashboard's own ``store`` (a manifest with one journal), so a tick's run links to this dashboard's
+    run page."""
+    return ops.manifest_app(manifest, store, clock=clock)
 
 
 class Schedules:
