@@ -31,7 +31,7 @@ from telo.errors import Code
 from telo.manifest import Cel, Diagnostic, Manifest, Pos, ResourceDecl, expressions_in
 from telo.specs.steps import branch_bodies
 
-__all__ = ["step_reference_checks", "steps_read"]
+__all__ = ["step_reference_checks"]
 
 _STEPS = "steps"
 WARN_UNDECLARED_STEP = "UNDECLARED_STEP"  # has(steps.x) of a step no body declares: always false
@@ -122,14 +122,6 @@ def _environment() -> CelEnvironment:
         extra = ("inputs", "steps", "error", "item", "index", "items", "iteration", "previous")
         _ENVIRONMENT.append(CelEnvironment({n: "dyn" for n in extra if n not in STANDARD_VARIABLES}))
     return _ENVIRONMENT[0]
-
-
-def steps_read(cel: Cel) -> frozenset[str]:
-    """The step names ``cel`` selects from ``steps`` (from its compiled AST); empty if it does not compile."""
-    try:
-        return frozenset(_environment().compile(cel.text).variables.get(_STEPS) or ())
-    except CelCompileError:
-        return frozenset()
 
 
 def _check(cel: Cel, site: str, decl: ResourceDecl, names: frozenset[str]) -> Iterator[Diagnostic]:

@@ -166,7 +166,7 @@ def test_a_change_after_the_runs_position_or_behind_a_gate_is_safe(tmp_path: Pat
     (HEAD + step("fraud", "fraud") + step("charge", "charge") + step("approve") + step("ship", "ship"),
      "steps/fraud: a new step before where the run is, not behind a Durable.Patched gate"),
     (HEAD + step("approve") + step("ship", "ship"),
-     "steps/charge: the run recorded this step (GateShop.Work 'work'); the new workflow has no step there"),
+     "steps/charge: the run recorded entries under this step; the new workflow has no step 'charge' there"),
     (HEAD + step("charge", "charge").replace("!ref work", "!ref work2") + step("approve") + step("ship", "ship")
      + WORK2, "steps/charge: the run recorded GateShop.Work 'work'; the new workflow invokes GateShop.Work 'work2'"),
 ])
@@ -242,3 +242,72 @@ def test_telo_check_says_when_no_live_run_needs_the_old_branch(tmp_path: Path) -
     [warning] = gate_warnings()  # B is live, but it recorded the gate: it replays its own decision
     assert "version gate 'fraudGate' (patch 'add-fraud-check'): none needs its old branch" in warning
     assert "deprecated: true" in warning
+
+
+def guarded(body: str) -> str:
+    """``body`` (step lines) inside a try step ``guarded``."""
+    return "  - name: guarded\n    try:\n" + "".join("    " + line + "\n" for line in body.splitlines())
+
+
+@pytest.mark.parametrize(("v1", "v2", "reason"), [
+    # (a review found each of these called safe before; the last one then charged twice under --safe)
+    (guarded(step("charge", "charge") + step("approve")), step("fraud", "fraud") + guarded(
+        step("charge", "charge") + step("approve")), "steps/fraud: a new step before where the run is"),
+    (guarded(step("charge", "charge") + step("approve")), guarded(step("charge2", "charge") + step("approve")),
+     "steps/guarded/try/charge: the run recorded entries under this step; the new workflow has no step 'charge'"),
+    (step("charge", "charge") + step("approve"), GATE + step("fraud", "fraud", ', when: !cel '
+     '"!steps.gate.result.patched"') + step("charge", "charge") + step("approve"), "steps/fraud: a new step before"),
+    (step("charge", "charge") + step("approve"), step("charge", "charge") + step("fraud", "fraud") + step("approve"),
+     "steps/fraud: a new step before where the run is"),  # (its position is its await, not its last receipt)
+])
+def test_a_change_inside_a_branch_or_before_a_wait_is_not_safe(tmp_path: Path, v1: str, v2: str,
+                                                              reason: str) -> None:
+    from telo.durable.safe_change import assess
+    from telo.journal import eventlog
+    from telo.manifest import load_manifest
+
+    with telo.load(HEAD + v1) as app:
+        assert app.run("order", {"order": "A"}).status == "parked"
+        store = app.application.resources["runs"].store  # type: ignore[attr-defined]
+        entries = eventlog.recover(store, "order:A", store.read_run("order:A")).entries
+    (tmp_path / "v2.yaml").write_text(HEAD + v2)
+    verdict = assess(load_manifest(str(tmp_path / "v2.yaml")), "order", entries)
+    assert not verdict.safe and any(r.startswith(reason) for r in verdict.reasons), verdict.reasons
+
+
+flaky_calls: Counter[str] = Counter()
+
+
+@telo.kind("GateShop.Flaky")
+def flaky(inputs: dict[str, Any]) -> dict[str, Any]:
+    flaky_calls[inputs["what"]] += 1
+    if flaky_calls[inputs["what"]] == 1:
+        raise telo.TeloError("ERR_TRANSIENT", "try again later")
+    effects[f"{inputs['what']} {inputs['order']}"] += 1
+    return {"ok": True}
+
+
+def test_a_run_waiting_out_a_retry_before_the_gate_takes_the_new_branch() -> None:
+    """The run parked in its first step's retry backoff: its journal holds that step's attempt records, which a
+    replay reads only by entering the step — they say nothing about having gone past the gate (a review found
+    the gate answering `false` here)."""
+    from telo.clock import FakeClock
+
+    flaky_calls.clear()
+    reserve = ('  - { name: reserve, invoke: !ref flaky, inputs: { what: reserve, order: !cel "inputs.order" }, '
+               'retry: { attempts: 3, initialDelay: 1h, jitter: none } }\n')
+    head = HEAD + reserve
+    head = head.replace("---\nkind: Durable.Patched", "---\nkind: Shop.Flaky\nmetadata: { name: flaky }\n"
+                        "---\nkind: Durable.Patched")
+    clock = FakeClock()
+    with telo.load(head + step("charge", "charge"), clock=clock) as app:
+        assert app.run("order", {"order": "R"}).status == "parked"  # reserve failed once: waiting an hour
+    clock.advance(seconds=3700)
+    with telo.load(head + GATE + FRAUD + step("charge", "charge"), clock=clock) as app:
+        app.serve(until_idle=True)  # held: its manifest changed
+        assert app.resume("order:R", force=True)
+        app.serve(until_idle=True)
+        assert app.status("order:R").status == "completed"
+        gate = next(e.value for e in app.journal("order:R") if e.path == "steps/gate")
+    assert gate == {"patched": True, "patch": "add-fraud-check"}
+    assert effects == Counter({"reserve R": 1, "fraud R": 1, "charge R": 1})

@@ -174,20 +174,19 @@ class LocalRunHandle:
             for observer in observers:
                 observer.step_started(path, target)
         error: BaseException | None = None
+        self.consumed.add(path)  # entered: its own records (intent, attempts, a park) are this execution's now
         try:
             existing = self.entries.get(path)
             if existing is not None:
                 if existing.target is not None and target is not None and not targets_match(existing.target,
                                                                                             target):
                     raise _mismatch(self.run_id, path, existing.target, target)
-                self.consumed.add(path)
                 self.replayed_steps += 1
                 for observer in observers:
                     observer.step_answered(path, target, replayed=True)
                 return self._read(existing)
             failed = self.entries.get(paths.failure_path(path)) if self.opened else None
             if failed is not None:  # its failure receipt: the same error, the effect not executed again
-                self.consumed.add(path)
                 self.replayed_steps += 1
                 for observer in observers:
                     observer.step_answered(path, target, replayed=True)

@@ -6,31 +6,35 @@ the new workflow's steps, statically:
 
 - every step the run recorded is still there, under the same path, invoking the same resource (a replay reads
   its receipt; a removed or re-targeted step is ``ERR_JOURNAL_ENTRY_MISMATCH`` or silently skipped history);
-- no step is new *before* where the run is — a step preceding, in its list, a step the run recorded, of which
-  the run recorded nothing — unless it is behind a version gate: a ``Durable.Patched`` step itself, or a step
-  whose ``when``/``if`` (or an enclosing step's) reads a gate's result. An ungated new step there would execute,
-  on resume, for a run that had gone past it.
+- no step is new *before* where the run is — a step preceding, in its list, a step the run has recorded
+  anything under (a receipt, an intent, a wait's token, a guard's decision), at any level of nesting, of which the
+  run recorded nothing — unless it is behind a version gate: a ``Durable.Patched`` step itself, a step whose
+  ``when`` is exactly ``steps.<gate>.result.patched``, or a step in the ``then`` body of an ``if`` that is. An
+  ungated new step there would execute, on resume, for a run that had gone past it;
+- every branch the run recorded entries in (``then``, ``elseif[i]``, ``else``, ``do``, a case, ``try``/``catch``/
+  ``finally``) is still there.
 
+Each entry's path is walked down the new workflow's step tree, one step name and one branch at a time, so a
+step renamed or moved inside a ``try``, an ``if`` or a loop is found as surely as one at the top. The walk stops
+at a step that invokes something: what lies below is that step's own records, or the body of the resource it
+invokes (a ``Run.Sequence``, an ``Idempotent`` region), which is not compared — only the step that invokes it.
 Steps after the run's position may change freely: the run has not reached them, and executes them as the new
-manifest says — that is the point of deploying. The check is static: steps inside a resource a step invokes
-(a ``Run.Sequence``, an ``Idempotent`` region) are not compared, only the step that invokes it.
+manifest says — that is the point of deploying. The verdict errs towards "not safe": ``--force`` overrides it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from telo import paths
 from telo.journal.model import Entry
-from telo.manifest import Manifest, Ref, expressions_in
+from telo.manifest import Cel, Manifest, Ref
 from telo.specs.steps import branch_bodies
-from telo.step_refs import steps_read
 
-GATE_KIND = "Durable.Patched"
-_STRUCTURE = frozenset({"then", "else", "elseif", "do", "while", "cases", "default", "try", "catch", "finally"})
-_PREDICATES = ("when", "if", "switch")
+GATE_KIND: Final = "Durable.Patched"
+_PLAIN_BODIES: Final = frozenset({"then", "else", "default", "try", "catch", "finally"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +51,15 @@ class Assessment:
         return {"safe": self.safe, "reasons": list(self.reasons)}
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    index: int
-    siblings: tuple[str, ...]  # the names of its list, in order
+@dataclass(eq=False)
+class _Node:
+    """A step of the new workflow: what it invokes, whether it is gated, its branches' step lists."""
+
+    name: str
+    siblings: list[_Node]  # its list, itself included, in order
     target: tuple[str, str] | None  # (kind, name) of what it invokes
     gated: bool
-
-
-@dataclass
-class _Body:
-    steps: dict[tuple[str, ...], _Step] = field(default_factory=dict)
-    gates: set[str] = field(default_factory=set)
+    bodies: dict[tuple[str | int, ...], list[_Node]] = field(default_factory=dict)
 
 
 def _target(manifest: Manifest, invoke: Any) -> tuple[str, str] | None:
@@ -71,45 +72,66 @@ def _target(manifest: Manifest, invoke: Any) -> tuple[str, str] | None:
     return decl.kind, decl.name
 
 
-def _reads_gate(step: Mapping[str, Any], gates: set[str]) -> bool:
-    values = [step.get(k) for k in _PREDICATES]
-    elseif = step.get("elseif")
-    if isinstance(elseif, list):
-        values += [b.get("if") for b in elseif if isinstance(b, Mapping)]
-    return any(steps_read(cel) & gates for value in values for cel in expressions_in(value))
+def _is_gate_test(value: Any, gates: set[str]) -> bool:
+    """Is ``value`` exactly a gate's positive answer (``steps.G.result.patched``, optionally ``== true``)?"""
+    if not isinstance(value, Cel):
+        return False
+    text = "".join(value.text.split()).removesuffix("==true")
+    return any(text == f"steps.{g}.result.patched" for g in gates)
 
 
-def _walk(manifest: Manifest, steps: Any, parent: tuple[str, ...], gated: bool, body: _Body) -> None:
+def _tree(manifest: Manifest, steps: Any, gated: bool, gates: set[str]) -> list[_Node]:
+    nodes: list[_Node] = []
     if not isinstance(steps, list):
-        return
-    names = tuple(s["name"] for s in steps if isinstance(s, Mapping) and isinstance(s.get("name"), str))
-    for index, step in enumerate(s for s in steps if isinstance(s, Mapping) and isinstance(s.get("name"), str)):
+        return nodes
+    for step in steps:
+        if not isinstance(step, Mapping) or not isinstance(step.get("name"), str):
+            continue
         target = _target(manifest, step.get("invoke"))
         is_gate = target is not None and target[0] == GATE_KIND
-        mine = gated or is_gate or _reads_gate(step, body.gates)
-        here = (*parent, step["name"])
-        body.steps[here] = _Step(index, names, target, mine)
+        node = _Node(step["name"], nodes, target, gated or is_gate or _is_gate_test(step.get("when"), gates))
+        nodes.append(node)
         if is_gate:
-            body.gates.add(step["name"])
-        for _, nested in branch_bodies(step):
-            _walk(manifest, nested, here, mine, body)
+            gates.add(node.name)
+        for keys, body in branch_bodies(step):
+            key = keys[:2] if keys[0] == "elseif" else keys  # ("elseif", i, "then") -> ("elseif", i)
+            then_of_gate = keys == ("then",) and _is_gate_test(step.get("if"), gates)
+            node.bodies[key] = _tree(manifest, body, node.gated or then_of_gate, gates)
+    return nodes
 
 
-def skeleton(path: str) -> tuple[str, ...]:
-    """The step names along ``path`` — ``steps/check/then/reserve`` → ``(check, reserve)``: the engine's fixed
-    words, case keys, reserved segments and repetition indexes dropped."""
-    out: list[str] = []
-    segments = paths.parse(path)[1:]
-    skip = False
-    for segment in segments:
-        if skip:
-            skip = False
-            continue
-        if segment.name == "cases":
-            skip = True
-        elif segment.name not in _STRUCTURE and not segment.name.startswith("@"):
-            out.append(segment.name)
-    return tuple(out)
+def _walk(path: str, top: list[_Node]) -> tuple[list[tuple[_Node, str]], str | None]:
+    """The steps of the new workflow ``path`` lies under, each with its path; and what the walk could not find."""
+    segments = paths.parse(path)
+    found: list[tuple[_Node, str]] = []
+    level, i = top, 1
+    while i < len(segments):
+        node = next((n for n in level if n.name == segments[i].name and segments[i].index is None), None)
+        if node is None:
+            return found, f"{paths.format(segments[:i + 1])}: the run recorded entries under this step; the new " \
+                          f"workflow has no step {segments[i].name!r} there"
+        found.append((node, paths.format(segments[:i + 1])))
+        i += 1
+        if node.target is not None or i >= len(segments):
+            return found, None  # an invoking step: below is its own records, or its target's body
+        seg = segments[i]
+        if seg.name in _PLAIN_BODIES and seg.index is None:
+            key: tuple[str | int, ...] = (seg.name,)
+        elif seg.name == "do" and seg.index is not None:
+            key = ("do",)
+        elif seg.name == "elseif" and seg.index is not None and i + 1 < len(segments) \
+                and segments[i + 1].name == "then":
+            key, i = ("elseif", seg.index), i + 1
+        elif seg.name == "cases" and i + 1 < len(segments):
+            key, i = ("cases", segments[i + 1].name), i + 1
+        else:
+            return found, None  # the step's own record (a guard, a condition, a retry): no deeper step
+        body = node.bodies.get(key)
+        if body is None:
+            return found, f"{paths.format(segments[:i + 1])}: the run recorded entries in this branch; the new " \
+                          f"workflow's step {node.name!r} has no {'/'.join(map(str, key))} branch"
+        level, i = body, i + 1
+    return found, None
 
 
 def assess(manifest: Manifest, workflow: str, entries: Mapping[str, Entry]) -> Assessment:
@@ -117,31 +139,33 @@ def assess(manifest: Manifest, workflow: str, entries: Mapping[str, Entry]) -> A
     decl = manifest.resources.get(workflow)
     if decl is None:
         return Assessment((f"the new manifest has no workflow {workflow!r}",))
-    body = _Body()
-    _walk(manifest, decl.config.get("steps"), (), False, body)
+    top = _tree(manifest, decl.config.get("steps"), False, set())
     reasons: list[str] = []
-    recorded = [(p, e) for p, e in entries.items() if p.startswith(paths.ROOT + "/") and e.kind == "step"
-                and e.target is not None]
-    for path, entry in recorded:
-        names = skeleton(path)
-        step = body.steps.get(names)
-        target = entry.target or {}
-        kind, name = str(target.get("kind")), str(target.get("name"))
-        if step is None:
-            if not any(names[:k] in body.steps for k in range(1, len(names))):
-                reasons.append(f"{path}: the run recorded this step ({kind} {name!r}); the new workflow has no "
-                               "step there")
+    touched: dict[int, str] = {}  # id of each step the run recorded something under -> its path
+    for path, entry in sorted(entries.items()):
+        if not path.startswith(paths.ROOT + "/"):
             continue
-        if step.target is not None and step.target != (kind, name):
-            reasons.append(f"{path}: the run recorded {kind} {name!r}; the new workflow invokes "
-                           f"{step.target[0]} {step.target[1]!r} there")
-        prefix = path.rsplit("/", 1)[0]
-        for sibling in step.siblings[:step.index]:
-            at = f"{prefix}/{sibling}"
-            if any(p == at or p.startswith(at + "/") for p in entries):
-                continue
-            known = body.steps.get((*names[:-1], sibling))
-            if known is None or not known.gated:
-                reasons.append(f"{at}: a new step before where the run is, not behind a {GATE_KIND} gate: the "
-                               "run would execute it on resume")
+        found, missing = _walk(path, top)
+        if missing is not None:
+            reasons.append(missing)
+        for node, at in found:
+            touched.setdefault(id(node), at)
+        if entry.kind == "step" and entry.target is not None and found and found[-1][1] == path:
+            node = found[-1][0]
+            kind, name = str(entry.target.get("kind")), str(entry.target.get("name"))
+            if node.target is not None and node.target != (kind, name):
+                reasons.append(f"{path}: the run recorded {kind} {name!r}; the new workflow invokes "
+                               f"{node.target[0]} {node.target[1]!r} there")
+    nodes = {id(n): n for n in _all(top)}
+    for ident, at in touched.items():
+        node = nodes[ident]
+        prefix = at.rsplit("/", 1)[0]
+        for sibling in node.siblings[:node.siblings.index(node)]:
+            if id(sibling) not in touched and not sibling.gated:
+                reasons.append(f"{prefix}/{sibling.name}: a new step before where the run is, not behind a "
+                               f"{GATE_KIND} gate: the run would execute it on resume")
     return Assessment(tuple(dict.fromkeys(reasons)))
+
+
+def _all(nodes: list[_Node]) -> list[_Node]:
+    return [m for n in nodes for m in (n, *(x for body in n.bodies.values() for x in _all(body)))]
