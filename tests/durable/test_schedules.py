@@ -498,3 +498,31 @@ def test_a_worker_claims_a_tick_run_when_it_is_admitted_not_at_its_next_sweep(tm
         assert "completed" in runs_of(apps[0], "job").values()
 
     scenario(text, SYSTEM_CLOCK, body)
+
+
+def test_a_pause_recorded_while_the_ledger_is_compacted_is_kept(tmp_path: Path) -> None:
+    """The holder snapshots the state it read; an operator's pause appended in between comes after that read,
+    so the fold applies it on top of the snapshot (a review found it overridden by the older snapshot)."""
+    clock = FakeClock()
+    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}",
+                    "kind: Schedule.Interval\nmetadata: { name: every }\nevery: 1s\ninvoke: !ref job\n"
+                    "when: !cel \"false\"\n")
+
+    async def body(apps: list[telo.AsyncApp]) -> None:
+        schedule = schedule_of(apps[0])
+        await schedule.beat()  # (the ledger, and its lease)
+        store = schedule.workflow.journal.store
+        for n in range(1, 2 * ledger.KEEP_ENTRIES + 10):  # (decisions written here: no beat compacts them first)
+            ledger.decide(store, "every", ledger.TickDecision(T0 + n * 1000, "skip", reason="when is false"),
+                          schedule._fence)
+        stale = ledger.read(store, "every")  # what the holder read before it compacts…
+        ops.pause(schedule, clock.now_ms(), by="ana@ops", reason="incident")  # …an operator pauses meanwhile…
+        assert schedule._fence is not None
+        assert ledger.compact(store, "every", stale, schedule._fence)  # …and the snapshot of the stale read lands
+        state = state_of(apps[0])
+        assert state.paused and state.pause is not None and state.pause.reason == "incident"
+        clock.advance(seconds=2 * ledger.KEEP_ENTRIES + 20)  # (past the decisions written above)
+        await schedule.beat()
+        assert state_of(apps[0]).recent[-1].reason == "paused by ana@ops: incident"
+
+    scenario(text, clock, body)

@@ -150,43 +150,68 @@ def _operation(value: Any, at: int | None) -> Operation:
 
 
 def fold(entries: list[Entry], run: str) -> LedgerState:
-    """The state the ledger's entries (in write order) describe."""
+    """The state the ledger's entries (in write order) describe.
+
+    A snapshot ``state/<n>`` stands for every entry of seq ``n`` or below — the ones its writer had read — so the
+    fold starts from the latest snapshot and applies only the entries after ``n``. An operator's pause appended
+    while the snapshot was being written has a seq above ``n`` (though it may precede the snapshot in write
+    order), so it is applied on top rather than lost. Every decision and operation kept is listed for display."""
+    snapshot = next((e for e in reversed(entries) if e.path.startswith("state/")), None)
     state = LedgerState(exists=True, entries=len(entries))
+    covered = -1
+    if snapshot is not None:
+        value = snapshot.decode(run)
+        if isinstance(value, dict):
+            state, covered = _from_snapshot(state, value), int(snapshot.path[len("state/"):])
     recent: list[TickDecision] = []
     ops: list[Operation] = []
     for entry in entries:
         value = entry.decode(run)
         path = entry.path
         state = replace(state, last_seq=max(state.last_seq, entry.seq or 0))
-        if path == "created" and isinstance(value, dict):
+        applies = (entry.seq or 0) > covered
+        if path == "created" and isinstance(value, dict) and applies:
             state = replace(state, created_ms=int(value["at"]))
-        elif path.startswith("state/") and isinstance(value, dict):
-            pause = value.get("pause")
-            state = replace(state, created_ms=value.get("created"), paused=pause is not None,
-                            pause=_operation(pause, None) if pause else None, cursor_ms=value.get("cursor"),
-                            chain=tuple(_decision(d, parse_instant(d["tick"]), _instant(d.get("decidedAt")))
-                                        for d in value.get("chain", [])),
-                            failed_seen=frozenset(value.get("failedSeen", [])))
         elif path.startswith("ticks/"):
             decision = _decision(value, parse_instant(path[len("ticks/"):]), entry.at)
             recent.append(decision)
-            cursor = decision.tick_ms if state.cursor_ms is None else max(state.cursor_ms, decision.tick_ms)
-            chain = state.chain
-            if decision.action == "fire":
-                chain = (decision,)
-            elif decision.action == "buffer":
-                chain = (*chain, decision)
-            state = replace(state, cursor_ms=cursor, chain=chain)
+            if applies:
+                state = _apply_tick(state, decision)
         elif path.startswith("ops/"):
             op = _operation(value, entry.at)
             ops.append(op)
-            if op.op == "pause":
-                state = replace(state, paused=True, pause=op)
-                if path.startswith("ops/failed/"):
-                    state = replace(state, failed_seen=state.failed_seen | {path[len("ops/failed/"):]})
-            elif op.op == "resume":
-                state = replace(state, paused=False, pause=None)
+            if applies:
+                state = _apply_op(state, op, path)
     return replace(state, recent=tuple(recent[-_RECENT:]), ops=tuple(ops[-_RECENT:]))
+
+
+def _from_snapshot(state: LedgerState, value: dict[str, Any]) -> LedgerState:
+    pause = value.get("pause")
+    return replace(state, created_ms=value.get("created"), paused=pause is not None,
+                   pause=_operation(pause, None) if pause else None, cursor_ms=value.get("cursor"),
+                   chain=tuple(_decision(d, parse_instant(d["tick"]), _instant(d.get("decidedAt")))
+                               for d in value.get("chain", [])),
+                   failed_seen=frozenset(value.get("failedSeen", [])))
+
+
+def _apply_tick(state: LedgerState, decision: TickDecision) -> LedgerState:
+    cursor = decision.tick_ms if state.cursor_ms is None else max(state.cursor_ms, decision.tick_ms)
+    chain = state.chain
+    if decision.action == "fire":
+        chain = (decision,)
+    elif decision.action == "buffer":
+        chain = (*chain, decision)
+    return replace(state, cursor_ms=cursor, chain=chain)
+
+
+def _apply_op(state: LedgerState, op: Operation, path: str) -> LedgerState:
+    if op.op == "pause":
+        state = replace(state, paused=True, pause=op)
+        if path.startswith("ops/failed/"):
+            state = replace(state, failed_seen=state.failed_seen | {path[len("ops/failed/"):]})
+    elif op.op == "resume":
+        state = replace(state, paused=False, pause=None)
+    return state
 
 
 def read(store: Store, schedule: str) -> LedgerState:
