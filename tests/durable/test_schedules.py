@@ -205,7 +205,7 @@ def test_after_a_ten_minute_outage_each_catch_up_policy(location: str, policy: s
     scenario(text, clock, body)
 
 
-def overlap_run(location: str, policy: str) -> tuple[dict[str, str], ledger.LedgerState]:
+def overlap_run(location: str, policy: str, steps: int = 13) -> tuple[dict[str, str], ledger.LedgerState]:
     """Ticks every minute for six minutes, each run taking 2.5 minutes (a 150 s durable sleep); the clock moves
     in 30 s steps and the worker serves at each."""
     clock = FakeClock()
@@ -214,7 +214,7 @@ def overlap_run(location: str, policy: str) -> tuple[dict[str, str], ledger.Ledg
 
     async def body(apps: list[telo.AsyncApp]) -> None:
         await schedule_of(apps[0]).beat()
-        for _ in range(13):  # to 00:06:30
+        for _ in range(steps):  # (13: to 00:06:30)
             clock.advance(seconds=30)
             await apps[0].serve(until_idle=True)
         out.extend([runs_of(apps[0], "slow"), state_of(apps[0])])
@@ -298,15 +298,16 @@ def test_operator_actions_are_recorded_and_take_effect(location: str) -> None:
         assert triggered == "every@trigger-2026-01-01T00:01:00Z"
         ops.resume(schedule, clock.now_ms(), by="ana@ops")
         started = ops.backfill(schedule, T0, T0 + 3 * MIN, clock.now_ms(), by="ana@ops", reason="replay")
-        assert started == [f"every@2026-01-01T00:0{m}:00Z" for m in range(4)]  # (00:01, skipped while paused, too)
+        # (clamped to now, 00:01; and 00:01, skipped while paused, is started too)
+        assert started == ["every@2026-01-01T00:00:00Z", "every@2026-01-01T00:01:00Z"]
         again = ops.backfill(schedule, T0, T0 + 3 * MIN, clock.now_ms(), by="ana@ops")
         assert again == []  # (each tick's run id is its own: a backfill never starts a tick twice)
         await apps[0].serve(until_idle=True)
-        assert set(runs_of(apps[0], "job").values()) == {"completed"} and len(runs_of(apps[0], "job")) == 5
+        assert set(runs_of(apps[0], "job").values()) == {"completed"} and len(runs_of(apps[0], "job")) == 3
         log = state_of(apps[0]).ops
         assert [(o.op, o.by) for o in log] == [("pause", "ana@ops"), ("trigger", "ana@ops"), ("resume", "ana@ops"),
                                                ("backfill", "ana@ops"), ("backfill", "ana@ops")]
-        assert log[3].reason == "replay" and log[3].data["ticks"] == 4
+        assert log[3].reason == "replay" and log[3].data["ticks"] == 2
         view = ops.view(schedule, clock.now_ms()).to_json()
         assert view["paused"] is False and view["next"] == "2026-01-01T00:02:00Z"
 
@@ -524,5 +525,82 @@ def test_a_pause_recorded_while_the_ledger_is_compacted_is_kept(tmp_path: Path) 
         clock.advance(seconds=2 * ledger.KEEP_ENTRIES + 20)  # (past the decisions written above)
         await schedule.beat()
         assert state_of(apps[0]).recent[-1].reason == "paused by ana@ops: incident"
+
+    scenario(text, clock, body)
+
+
+def test_a_tick_whose_inputs_fail_is_skipped_and_the_schedule_goes_on(tmp_path: Path) -> None:
+    """(A review found such a tick recorded as fired with no run, and every later beat failing.)"""
+    clock = FakeClock()
+    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}", cron("* * * * *", extra=(
+        "inputs: { tick: !cel \"tick.ms % 120000 == 0 ? string(int('x')) : tick.at\" }")))
+
+    async def body(apps: list[telo.AsyncApp]) -> None:
+        await schedule_of(apps[0]).beat()
+        for _ in range(4):
+            clock.advance(seconds=60)
+            await apps[0].serve(until_idle=True)
+        decisions = state_of(apps[0]).recent
+        assert [d.action for d in decisions] == ["fire", "skip", "fire", "skip"]
+        assert (decisions[1].reason or "").startswith("inputs failed: ERR_")
+        assert minutes(runs_of(apps[0], "job")) == [1, 3]
+
+    scenario(text, clock, body)
+
+
+def test_pause_on_failure_sees_a_run_that_failed_many_ticks_later(tmp_path: Path) -> None:
+    """A run outlasting ten ticks, then failing, still pauses the schedule (its tick is no longer among the last
+    ten decisions: a review found it missed)."""
+    clock = FakeClock()
+    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}",
+                    cron("* * * * *", invoke="sleepthenfail", extra="pauseOnFailure: true")).replace(
+        "kind: Local.Workflow\nmetadata: { name: failing }",
+        "kind: Durable.Sleep\nmetadata: { name: long }\nfor: 15m\n---\nkind: Local.Workflow\n"
+        "metadata: { name: sleepthenfail }\njournal: !ref runs\nsteps:\n  - { name: wait, invoke: !ref long }\n"
+        "  - { name: build, invoke: !ref fail }\n---\nkind: Local.Workflow\nmetadata: { name: failing }")
+
+    async def body(apps: list[telo.AsyncApp]) -> None:
+        await schedule_of(apps[0]).beat()
+        for _ in range(17):
+            clock.advance(seconds=60)
+            await apps[0].serve(until_idle=True)
+        state = state_of(apps[0])
+        assert state.paused and state.pause is not None
+        assert state.pause.reason == "every@2026-01-01T00:01:00Z failed"
+
+    scenario(text, clock, body)
+
+
+def test_a_buffer_chain_keeps_only_what_still_waits(tmp_path: Path) -> None:
+    """bufferOne with runs that always overlap: the ledger's chain grows by one run per buffered tick until the
+    next snapshot, but a beat decides from its unsettled tail only — the last settled run and what waits behind
+    it (a review found every settled run read back at every beat, for ever)."""
+    from telo.journal.sqlite import SqliteStore
+    from telo.kinds.schedule import _unsettled_tail
+
+    _, state = overlap_run(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}", "bufferOne", steps=40)
+    assert len(state.chain) > 5
+    with SqliteStore(str(tmp_path / "runs.db")) as store:
+        def status(run: str) -> str | None:
+            record = store.read_run(run)
+            return None if record is None else record.status
+
+        tail = _unsettled_tail(state.chain, status)
+        assert len(tail) <= 3 and status(tail[0].run or "") in ledger.SETTLED, tail
+
+
+def test_a_backfill_starts_past_ticks_only(tmp_path: Path) -> None:
+    from telo.errors import Code
+
+    clock = FakeClock()
+    text = manifest(f"durable-journal-sqlite|path: {tmp_path / 'runs.db'}", cron("* * * * *"))
+
+    async def body(apps: list[telo.AsyncApp]) -> None:
+        schedule = schedule_of(apps[0])
+        started = ops.backfill(schedule, T0 - 2 * MIN, T0 + 60 * MIN, clock.now_ms(), by="ana@ops")
+        assert started == ["every@2025-12-31T23:58:00Z", "every@2025-12-31T23:59:00Z", "every@2026-01-01T00:00:00Z"]
+        with pytest.raises(TeloError) as caught:
+            ops.backfill(schedule, T0 + MIN, T0 + 60 * MIN, clock.now_ms(), by="ana@ops")
+        assert caught.value.code == Code.SCHEDULE_RANGE_INVALID and "in the future" in caught.value.message
 
     scenario(text, clock, body)

@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from telo.durable import shutdown
@@ -104,14 +105,22 @@ class Schedule(Resource):
         return {**self.app.module_scope(), "tick": tick}
 
     def gate(self, tick_ms: int) -> str | None:
-        """Why the tick is skipped by ``when`` or its inputs, or None to go on."""
-        if self.when_ev is None:
-            return None
-        try:
-            value = self.when_ev.evaluate(self.tick_scope(tick_ms))
-        except TeloError as exc:
-            return f"when failed: {exc.message}"
-        return None if value is True else "when is false"
+        """Why the tick is skipped — ``when`` is false or fails, or its inputs fail to evaluate or fit the workflow's
+        ``inputType`` — or None to fire it: a tick whose run could not be admitted is skipped, with the reason,
+        never recorded as fired."""
+        if self.when_ev is not None:
+            try:
+                value = self.when_ev.evaluate(self.tick_scope(tick_ms))
+            except TeloError as exc:
+                return f"when failed: {exc.code}: {exc.message}"
+            if value is not True:
+                return "when is false"
+        if self.durable:
+            try:
+                self.workflow.checked_inputs(self.inputs_for(tick_ms))
+            except TeloError as exc:
+                return f"inputs failed: {exc.code}: {exc.message}"
+        return None
 
     def inputs_for(self, tick_ms: int) -> dict[str, Any]:
         """The tick's call inputs: ``inputs`` evaluated with ``tick`` in scope; absent, ``{tick: <RFC 3339>}``."""
@@ -201,20 +210,26 @@ class Schedule(Resource):
                 statuses[run] = None if record is None else record.status
             return statuses[run]
 
+        state = replace(state, chain=_unsettled_tail(state.chain, status))
+
         planned = plan(ticks, self.policy, state, now, run_of=lambda t: ledger.tick_run_id(self.name, t),
                        status=status, gate=self.gate)
-        for run in planned.cancel:
-            cancel_run(store, run, f"schedule {self.name!r}: a new tick fired (overlap: cancelRunning)")
+        fired = False
         for decision in planned.decisions:
             stored = ledger.decide(store, self.name, decision, fence)
             self.decided += 1
             self.changes += 1
-            if stored.action == "fire" and stored.run is not None and self.admit(stored.run, stored.tick_ms):
+            fired = fired or stored.action == "fire"
+            if stored.action == "fire" and stored.run is not None and self._admitted(stored.run, stored.tick_ms):
                 self._wake(stored.run)
             log.info("schedule.tick", extra={"schedule": self.name, "tick": tick_text(stored.tick_ms),
                                              "action": stored.action, "reason": stored.reason})
+        if fired:  # (only once a fire is recorded, by this holder: a stale one's decide raised above)
+            for run in planned.cancel:
+                cancel_run(store, run, f"schedule {self.name!r}: a new tick fired (overlap: cancelRunning)")
         if planned.decisions:
-            ledger.compact(store, self.name, ledger.read(store, self.name), fence)
+            fresh = ledger.read(store, self.name)
+            ledger.compact(store, self.name, replace(fresh, chain=_unsettled_tail(fresh.chain, status)), fence)
         nxt = ticks.after(max(now, state.cursor_ms or now))
         return min(nxt, now + self.poll_ms)
 
@@ -229,7 +244,7 @@ class Schedule(Resource):
 
     def _pause_on_failure(self, state: ledger.LedgerState, fence: Fence, now: int) -> None:
         store = self.workflow.journal.store
-        for decision in state.recent[-10:]:
+        for decision in dict.fromkeys((*state.recent, *state.chain)):  # (every run fired or buffered, kept)
             run = decision.run
             if run is None or decision.action == "skip" or run in state.failed_seen:
                 continue
@@ -253,9 +268,19 @@ class Schedule(Resource):
                     prior = store.read_run(before)
                     if prior is None or prior.status not in ledger.SETTLED:
                         return
-                if self.admit(decision.run, decision.tick_ms, due_ms=now if decision.action == "buffer" else None):
+                if self._admitted(decision.run, decision.tick_ms,
+                                  due_ms=now if decision.action == "buffer" else None):
                     self._wake(decision.run)
             before = decision.run
+
+    def _admitted(self, run: str, tick_ms: int, *, due_ms: int | None = None) -> bool:
+        """:meth:`admit`, a failure logged rather than raised: the inputs were checked when the tick was decided,
+        so one failing now (a variable changed since) must not stop the schedule's later ticks."""
+        try:
+            return self.admit(run, tick_ms, due_ms=due_ms)
+        except TeloError as exc:
+            log.warning("schedule.admit.failed", extra={"schedule": self.name, "run": run, "error": exc.message})
+            return False
 
     def _wake(self, run: str) -> None:
         for wake in self.wakers:
@@ -318,3 +343,13 @@ class Interval(Schedule):
     def ticks(self, anchor_ms: int) -> Ticks:
         return IntervalTicks(self._every_ms, anchor_ms, str(self.config["every"]))
 
+
+def _unsettled_tail(chain: tuple[ledger.TickDecision, ...],
+                    status: Callable[[str], str | None]) -> tuple[ledger.TickDecision, ...]:
+    """The chain from its last settled run on: a buffered tick waits only for the run just before it, so the
+    settled ones before that say nothing more — dropped, the chain stays as long as what still waits."""
+    keep = 0
+    for i, decision in enumerate(chain):
+        if decision.run is not None and status(decision.run) in ledger.SETTLED:
+            keep = i
+    return chain[keep:]

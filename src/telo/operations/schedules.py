@@ -162,8 +162,15 @@ def trigger(schedule: Schedule, now_ms: int, *, by: str, reason: str | None = No
 
 def backfill(schedule: Schedule, from_ms: int, to_ms: int, now_ms: int, *, by: str,
              reason: str | None = None) -> list[str]:
-    """Start the run of every tick in ``[from_ms, to_ms]`` that has none (a tick that fired keeps its run: the
-    ids are the ticks' own), all due now. At most :data:`MAX_BACKFILL` ticks. Returns the runs admitted."""
+    """Start the run of every past tick in ``[from_ms, to_ms]`` that has none (a tick that fired keeps its run:
+    the ids are the ticks' own; a tick buffered behind a running one waits its turn), all due now. At most
+    :data:`MAX_BACKFILL` ticks; ``to_ms`` is clamped to now (a future tick is the schedule's to decide). Returns
+    the runs admitted."""
+    if from_ms > now_ms:
+        raise TeloError(Code.SCHEDULE_RANGE_INVALID, f"backfill of {schedule.name!r}: FROM ({tick_text(from_ms)}) is "
+                        "in the future", hint="a backfill starts past ticks; the schedule fires the ones to come",
+                        data={"schedule": schedule.name})
+    asked_to, to_ms = to_ms, min(to_ms, now_ms)
     if to_ms < from_ms:
         raise TeloError(Code.SCHEDULE_RANGE_INVALID, f"backfill of {schedule.name!r}: TO ({tick_text(to_ms)}) is "
                         f"before FROM ({tick_text(from_ms)})", hint="give FROM first", data={"schedule": schedule.name})
@@ -178,11 +185,12 @@ def backfill(schedule: Schedule, from_ms: int, to_ms: int, now_ms: int, *, by: s
                         hint=f"its ticks: {schedule.ticks(0).describe()}",
                         data={"schedule": schedule.name})
     _record(schedule, ledger.Operation("backfill", now_ms, by, reason, {
-        "from": tick_text(from_ms), "to": tick_text(to_ms), "ticks": len(ticks)}), now_ms)
+        "from": tick_text(from_ms), "to": tick_text(asked_to), "ticks": len(ticks)}), now_ms)
+    waiting = {d.run for d in ledger.read(schedule.workflow.journal.store, schedule.name).chain}
     started = []
     for tick in ticks:
         run = ledger.tick_run_id(schedule.name, tick)
-        if schedule.admit(run, tick, due_ms=now_ms):
+        if run not in waiting and schedule.admit(run, tick, due_ms=now_ms):
             started.append(run)
     return started
 
