@@ -230,6 +230,8 @@ class Schedule(Resource):
         if planned.decisions:
             fresh = ledger.read(store, self.name)
             ledger.compact(store, self.name, replace(fresh, chain=_unsettled_tail(fresh.chain, status)), fence)
+        if planned.more:  # (a backlog longer than one beat: go on at once)
+            return now
         nxt = ticks.after(max(now, state.cursor_ms or now))
         return min(nxt, now + self.poll_ms)
 

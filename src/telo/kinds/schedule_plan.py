@@ -51,42 +51,48 @@ class Planned:
 
     decisions: tuple[TickDecision, ...]
     cancel: tuple[str, ...] = ()
+    more: bool = False  # a backlog remains after these: beat again at once
 
 
 def plan(ticks: Ticks, policy: Policy, state: LedgerState, now_ms: int, *, run_of: Callable[[int], str],
          status: Callable[[str], str | None], gate: Callable[[int], str | None]) -> Planned:
-    """Decide every due tick after the ledger's cursor (at most :data:`MAX_DECISIONS`). ``run_of`` names a tick's
-    run, ``status(run)`` is a run's status (None: not admitted yet — a buffered tick still waiting, which has not
-    settled either), ``gate(tick)`` says why ``when`` skips a tick (None: it does not)."""
+    """Decide the due ticks after the ledger's cursor. ``run_of`` names a tick's run, ``status(run)`` is a run's
+    status (None: not admitted yet — a buffered tick still waiting, which has not settled either), ``gate(tick)``
+    says why a tick is skipped before any policy (``when``, its inputs), None when it is not.
+
+    A backlog too long for one beat — more than :data:`_COUNT_LIMIT` missed ticks to list, or more than
+    :data:`MAX_DECISIONS` to fire under ``catchUp: all`` — is decided in order over several beats
+    (:attr:`Planned.more`): never a tick past what was listed, so ``latest`` fires only the truly latest tick and
+    a tick older than ``catchUpWindow`` is never fired."""
     base = state.cursor_ms if state.cursor_ms is not None else (state.created_ms or now_ms)
     if policy.start_at_ms is not None:
         base = max(base, policy.start_at_ms - 1)
     until = now_ms if policy.end_at_ms is None else min(now_ms, policy.end_at_ms)
-    decisions: list[TickDecision] = []
     window_start = now_ms - policy.catch_up_window_ms
-    if base < window_start - 1 and ticks.after(base) < window_start:
-        stale = list(between(ticks, base, window_start - 1, _COUNT_LIMIT))
-        if stale:
-            decisions.append(TickDecision(stale[-1], "skip", reason="missed, older than catchUpWindow",
-                                          count=len(stale), from_ms=stale[0], decided_at=now_ms, late=True))
-            base = stale[-1]
-    due = list(between(ticks, base, until, MAX_DECISIONS))
+    if ticks.after(base) < min(window_start, until + 1):  # ticks older than the window: skipped, one range a beat
+        stale = list(between(ticks, base, min(window_start - 1, until), _COUNT_LIMIT))
+        return Planned((_skipped(stale, "missed, older than catchUpWindow", now_ms),),
+                       more=ticks.after(stale[-1]) <= until)
+    due = list(between(ticks, base, until, _COUNT_LIMIT))
+    listed_all = not due or ticks.after(due[-1]) > until
     late = [t for t in due if t < now_ms - ON_TIME_MS]
     on_time = due[len(late):]
+    if policy.catch_up != "all" and not listed_all:  # a backlog longer than one listing: skip it, then go on
+        return Planned((_skipped(late, f"missed (catchUp: {policy.catch_up})", now_ms),), more=True)
+    decisions: list[TickDecision] = []
     fire_late: list[int] = []
-    if late and policy.catch_up == "all":
-        fire_late = late
+    if policy.catch_up == "all":
+        fire_late = late[:MAX_DECISIONS]
+        on_time = on_time if len(late) < MAX_DECISIONS else []
     elif late:  # (latest: the most recent due tick — an on-time one, if any, supersedes every missed one)
         keep = late[-1:] if policy.catch_up == "latest" and not on_time else []
         skipped = late[:len(late) - len(keep)]
         if skipped:
-            decisions.append(TickDecision(skipped[-1], "skip", reason=f"missed (catchUp: {policy.catch_up})",
-                                          count=len(skipped), from_ms=skipped[0] if len(skipped) > 1 else None,
-                                          decided_at=now_ms, late=True))
+            decisions.append(_skipped(skipped, f"missed (catchUp: {policy.catch_up})", now_ms))
         fire_late = keep
     chain = list(state.chain)
     cancel: list[str] = []
-    for tick in [*fire_late, *on_time]:
+    for tick in [*fire_late, *on_time[:MAX_DECISIONS]]:
         decision = _decide(tick, tick in fire_late, policy, state, chain, run_of, status, gate, now_ms)
         if decision.action == "fire" and policy.overlap == "cancelRunning":
             cancel.extend(d.run for d in chain if d.run is not None and status(d.run) not in (None, *SETTLED))
@@ -95,7 +101,14 @@ def plan(ticks: Ticks, policy: Policy, state: LedgerState, now_ms: int, *, run_o
         elif decision.action == "buffer":
             chain.append(decision)
         decisions.append(decision)
-    return Planned(tuple(decisions), tuple(dict.fromkeys(cancel)))
+    backlog = (policy.catch_up == "all" and len(late) > MAX_DECISIONS) or len(on_time) > MAX_DECISIONS
+    return Planned(tuple(decisions), tuple(dict.fromkeys(cancel)), more=not listed_all or backlog)
+
+
+def _skipped(ticks: list[int], reason: str, now_ms: int) -> TickDecision:
+    """One decision skipping ``ticks`` (in order, at least one): recorded at the last, counting them all."""
+    return TickDecision(ticks[-1], "skip", reason=reason, count=len(ticks),
+                        from_ms=ticks[0] if len(ticks) > 1 else None, decided_at=now_ms, late=True)
 
 
 def _decide(tick: int, late: bool, policy: Policy, state: LedgerState, chain: list[TickDecision],

@@ -67,10 +67,49 @@ def test_catch_up_all_fires_each_missed_tick_through_the_overlap_policy() -> Non
 
 def test_missed_ticks_older_than_the_window_are_skipped_whatever_catch_up_says() -> None:
     now = T0 + 60 * MIN
-    got = decide(Policy(catch_up="all", catch_up_window_ms=5 * MIN, overlap="allow"), now)
-    first = got.decisions[0]
+    policy = Policy(catch_up="all", catch_up_window_ms=5 * MIN, overlap="allow")
+    got = decide(policy, now)
+    [first] = got.decisions
     assert (first.action, first.count, first.reason) == ("skip", 54, "missed, older than catchUpWindow")
-    assert actions(got)[1:] == [(m, "fire", 1) for m in range(55, 61)]
+    assert got.more  # (the rest at the next beat, from the new cursor)
+    after = decide(policy, now, state=LedgerState(exists=True, created_ms=T0, cursor_ms=first.tick_ms))
+    assert actions(after) == [(m, "fire", 1) for m in range(55, 61)] and not after.more
+
+
+def cursor_after(planned: Planned) -> LedgerState:
+    return LedgerState(exists=True, created_ms=T0, cursor_ms=max(d.tick_ms for d in planned.decisions))
+
+
+def test_a_backlog_longer_than_one_beat_still_fires_only_the_latest_tick() -> None:
+    """Twenty hours of minute ticks missed (1200, more than one beat decides): catchUp latest fires one tick,
+    the last (a review found the 1000th and the 1200th both fired)."""
+    policy, now, state = Policy(catch_up="latest", overlap="allow"), T0 + 1200 * MIN + 30_000, None
+    fired: list[int] = []
+    for _ in range(10):
+        got = decide(policy, now, state=state)
+        fired += [m for m, action, _ in actions(got) if action == "fire"]
+        state = cursor_after(got)
+        if not got.more:
+            break
+    assert fired == [1200]
+
+
+def test_a_window_older_than_one_listing_never_fires_a_tick_outside_it() -> None:
+    """Seven days of 5-second ticks missed, catchUp all within a day: every tick older than the day is skipped,
+    over as many beats as it takes (a review found ticks days old fired)."""
+    every_5s = IntervalTicks(5_000, T0, "5s")
+    day = 86_400_000
+    now = T0 + 7 * day
+    policy = Policy(catch_up="all", catch_up_window_ms=day, overlap="allow")
+    state: LedgerState | None = None
+    fired: list[int] = []
+    for _ in range(100):
+        got = decide(policy, now, state=state, ticks=every_5s)
+        fired += [d.tick_ms for d in got.decisions if d.action == "fire"]
+        state = cursor_after(got)
+        if not got.more or fired:
+            break
+    assert fired and min(fired) >= now - day
 
 
 def test_a_paused_schedule_skips_its_due_ticks_saying_who_paused_it() -> None:
