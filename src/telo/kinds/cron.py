@@ -8,12 +8,14 @@ plus the macros ``@yearly`` ``@annually`` ``@monthly`` ``@weekly`` ``@daily`` ``
 read in the schedule's ``timezone`` (IANA name, default ``UTC``). Daylight-saving transitions follow Debian
 cron's rules, which cronsim implements:
 
-- a local time the clocks skip (spring forward, 02:30 in Europe/Berlin on the last Sunday of March) fires
-  **once**, at the first instant after the gap (03:00 local) — never lost, never doubled;
-- a local time the clocks repeat (fall back, 02:30 twice on the last Sunday of October) fires **once**, at its
+- the fixed times a skipped stretch holds (spring forward: 02:30 in Europe/Berlin on the last Sunday of March)
+  fire **once, together**, at the first instant after the gap (03:00 local): ``30 2 * * *`` and ``0,30 2 * * *``
+  each fire one tick at 03:00 — never lost, never doubled;
+- a fixed time the clocks repeat (fall back: 02:30 twice on the last Sunday of October) fires **once**, at its
   first occurrence;
-- except that an expression whose hour field is ``*`` or a step (``0 * * * *``, ``*/15 * * * *``) runs on the
-  real clock: it fires at each real occurrence, twice in the repeated hour and not at all in the skipped one.
+- except that an expression whose minute or hour field is ``*`` or ``*/n`` (``0 * * * *``, ``*/30 2 * * *``)
+  runs on the real clock: it fires at each real occurrence — twice in the repeated hour, not at all in the
+  skipped one. A range with a step (``0-59/30``) counts as fixed times.
 """
 
 from __future__ import annotations

@@ -60,10 +60,10 @@ CRON = KindSpec(
                   "description": "Five fields (minute hour day-of-month month day-of-week), six with seconds first, "
                                  "or `@hourly` `@daily` `@weekly` `@monthly` `@yearly`."},
          "timezone": {"type": "string", "default": "UTC",
-                      "description": "The IANA zone the expression is read in. A local time the clocks skip fires "
-                                     "once, right after the gap; a repeated one fires once, at its first "
-                                     "occurrence; an hour field of `*` or a step follows the real clock "
-                                     "(docs/schedules.md)."},
+                      "description": "The IANA zone the expression is read in. Fixed times the clocks skip fire "
+                                     "once, together, right after the gap; a repeated one fires once, at its "
+                                     "first occurrence; a minute or hour field of `*` or `*/n` follows the real "
+                                     "clock (docs/schedules.md)."},
          **_common()}},
     "service",
     description="Runs `invoke` on a cron expression in a time zone. Invoking a durable workflow, its ticks are "

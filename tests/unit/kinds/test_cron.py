@@ -85,3 +85,13 @@ def test_interval_ticks_count_from_the_anchor() -> None:
 def test_tick_text() -> None:
     assert tick_text(ms("2026-12-02T17:00:00+00:00")) == "2026-12-02T17:00:00Z"
     assert tick_text(ms("2026-12-02T17:00:00+00:00") + 250) == "2026-12-02T17:00:00.250Z"
+
+
+def test_a_star_in_the_minute_field_follows_the_real_clock_and_fixed_times_collapse() -> None:
+    """The rules as docs/schedules.md states them (a review found the docs promising more than cronsim does)."""
+    assert local_ticks("*/30 2 * * *", "Europe/Berlin", "2026-03-29T00:30:00+01:00", "2026-03-29T04:30:00+02:00") == []
+    assert local_ticks("*/30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:00+02:00", "2026-10-25T04:30:00+01:00") == [
+        "2026-10-25T02:00:00+02:00", "2026-10-25T02:30:00+02:00", "2026-10-25T02:00:00+01:00",
+        "2026-10-25T02:30:00+01:00"]
+    assert local_ticks("0,30 2 * * *", "Europe/Berlin", "2026-03-29T00:30:00+01:00",
+                       "2026-03-29T04:30:00+02:00") == ["2026-03-29T03:00:00+02:00"]
