@@ -75,6 +75,13 @@ class Schedule(Resource):
     def ticks(self, anchor_ms: int) -> Ticks:
         raise NotImplementedError
 
+    def anchor(self, state: ledger.LedgerState, now_ms: int) -> int:
+        """Where an interval's ticks count from: ``startAt``, else the schedule's first beat (its ledger's
+        ``created``), else now. (A cron expression ignores it.)"""
+        if self.policy.start_at_ms is not None:
+            return self.policy.start_at_ms
+        return state.created_ms or now_ms
+
     @property
     def lease_ms(self) -> int:
         """How long the ledger's claim lasts unrenewed: the journal's ``claimTtl``, at most :data:`LEAD_TTL_MS`."""
@@ -194,8 +201,7 @@ class Schedule(Resource):
             self._ensured = True
         fence = self._lead(now)
         state = ledger.read(store, self.name)
-        anchor = self.policy.start_at_ms if self.policy.start_at_ms is not None else (state.created_ms or now)
-        ticks = self.ticks(anchor)
+        ticks = self.ticks(self.anchor(state, now))
         if fence is None:  # another process decides; look again soon (it may die)
             return now + self.poll_ms
         if self.policy.pause_on_failure and not state.paused:

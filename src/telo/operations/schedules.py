@@ -123,7 +123,7 @@ def view(schedule: Schedule, now_ms: int) -> ScheduleView:
     record = store.read_run(ledger.ledger_id(schedule.name))
     claim = record.claim if record is not None else None
     holder = claim.holder if claim is not None and claim.until is not None and claim.until > now_ms else None
-    ticks = schedule.ticks(_anchor(schedule, now_ms, state))
+    ticks = schedule.ticks(schedule.anchor(state, now_ms))
     start = now_ms if policy.start_at_ms is None else max(now_ms, policy.start_at_ms - 1)
     nxt: int | None = ticks.after(max(start, state.cursor_ms or start))
     if state.paused or (policy.end_at_ms is not None and nxt is not None and nxt > policy.end_at_ms):
@@ -174,7 +174,8 @@ def backfill(schedule: Schedule, from_ms: int, to_ms: int, now_ms: int, *, by: s
     if to_ms < from_ms:
         raise TeloError(Code.SCHEDULE_RANGE_INVALID, f"backfill of {schedule.name!r}: TO ({tick_text(to_ms)}) is "
                         f"before FROM ({tick_text(from_ms)})", hint="give FROM first", data={"schedule": schedule.name})
-    ticks = list(between(schedule.ticks(_anchor(schedule, now_ms)), from_ms - 1, to_ms, MAX_BACKFILL + 1))
+    state = ledger.read(schedule.workflow.journal.store, schedule.name)
+    ticks = list(between(schedule.ticks(schedule.anchor(state, now_ms)), from_ms - 1, to_ms, MAX_BACKFILL + 1))
     if len(ticks) > MAX_BACKFILL:
         raise TeloError(Code.SCHEDULE_RANGE_INVALID, f"backfill of {schedule.name!r}: {tick_text(from_ms)} .. "
                         f"{tick_text(to_ms)} holds more than {MAX_BACKFILL} ticks",
@@ -186,23 +187,13 @@ def backfill(schedule: Schedule, from_ms: int, to_ms: int, now_ms: int, *, by: s
                         data={"schedule": schedule.name})
     _record(schedule, ledger.Operation("backfill", now_ms, by, reason, {
         "from": tick_text(from_ms), "to": tick_text(asked_to), "ticks": len(ticks)}), now_ms)
-    waiting = {d.run for d in ledger.read(schedule.workflow.journal.store, schedule.name).chain}
+    waiting = {d.run for d in state.chain}  # (the op recorded since changes no tick decision)
     started = []
     for tick in ticks:
         run = ledger.tick_run_id(schedule.name, tick)
         if run not in waiting and schedule.admit(run, tick, due_ms=now_ms):
             started.append(run)
     return started
-
-
-def _anchor(schedule: Schedule, now_ms: int, state: ledger.LedgerState | None = None) -> int:
-    """Where an interval schedule's ticks count from — ``startAt``, else the schedule's first beat (its ledger's
-    ``created``), else now — as :meth:`telo.kinds.schedule.Schedule.beat` counts them."""
-    if schedule.policy.start_at_ms is not None:
-        return schedule.policy.start_at_ms
-    if state is None:
-        state = ledger.read(schedule.workflow.journal.store, schedule.name)
-    return state.created_ms or now_ms
 
 
 def _record(schedule: Schedule, op: ledger.Operation, now_ms: int) -> ledger.Operation:
