@@ -236,12 +236,10 @@ def test_wait_parked_waits_for_a_run_started_elsewhere_and_for_its_token(telo_ap
 
 def test_a_test_loads_the_manifest_under_test_and_adds_its_own_resources(tmp_path: Path,
                                                                          telo_app: Callable[..., telo.App]) -> None:
-    """The supported way for a test to reuse the workflow manifest under test: load that file (its relative
-    paths resolve against it) and add test-only workflows with the builder, which invoke its resources by name.
-    A test *manifest* cannot import it: ``imports:`` takes a Telo.Library, and an imported library's resources
-    are not instantiated (dispatching one is ERR_RESOURCE_NOT_INVOKABLE) — docs/python-api.md says so."""
+    """One way for a test to reuse the workflow manifest under test: load that file (its relative paths resolve
+    against it) and add test-only workflows with the builder, which invoke its resources by name. (A test
+    manifest may import it instead: tests/api/test_imported_application.py.)"""
     from telo.builder import cel, invoke
-    from telo.manifest import ManifestLoadError
     from telo.testing import wait_parked
 
     (tmp_path / "app").mkdir()
@@ -253,7 +251,3 @@ def test_a_test_loads_the_manifest_under_test_and_adds_its_own_resources(tmp_pat
     assert app.run("probe", {"id": "1"}).step("w") == "did probe 1"
     app.start("order", {"id": "p-1"})
     assert wait_parked(app, "order:p-1", token="approve:p-1").parked is not None
-    (tmp_path / "t.yaml").write_text("kind: Telo.Application\nmetadata: { name: T }\n"
-                                     "imports: { App: ./app/orders.yaml }\n")
-    with pytest.raises(ManifestLoadError, match=r"not a Telo\.Library"):
-        telo.load(tmp_path / "t.yaml")

@@ -205,7 +205,7 @@ class AsyncApp(OperatorActions):
     def _store(self) -> Store:
         if self.journal_store is not None:
             return self.journal_store
-        return only_journal((r for r in self.application.resources.values() if isinstance(r, Journal)),
+        return only_journal((r for r in self.application.every_resource() if isinstance(r, Journal)),
                             str(self.manifest.source), "name the journal with telo.load(..., journal=PATH-or-URL)"
                             ).store
 

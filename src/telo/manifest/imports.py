@@ -7,7 +7,8 @@ prefix. A ref resolves, in this order, to:
    (``../../modules/durable-local``: upstream's own tests import modules so, and those directories hold
    Node controllers this runtime replaces) or ``oci://…/<name>@<version>``;
 2. a ``Telo.Library`` directory (one with a ``telo.yaml``), or a library's YAML file, by path relative to
-   the importing file.
+   the importing file — or a ``Telo.Application``'s file, which exports every kind and module-level resource
+   it declares (a test manifest importing the application under test; the loader's ``_load_library``).
 
 Anything else is ``ERR_MANIFEST_UNKNOWN_MODULE`` at the import's position.
 """

@@ -337,10 +337,18 @@ def _load_library(library_file: Path, pos: Pos, env: Mapping[str, str], cel_chec
     if loaded is None:
         return None
     app = loaded.application
-    if app.kind != "Telo.Library":
-        diagnostics.append(Diagnostic(ERR_MANIFEST_VALIDATION_FAILED,
-                                      f"{library_file} is a {app.kind}, not a Telo.Library", pos))
-        return None
+    manifest = Manifest(application=app, resources=loaded.resources, kinds=loaded.kinds,
+                        canonical_kinds=loaded.canonical_kinds, source=loaded.source, module=loaded.module,
+                        text=loaded.text)
+    if app.kind == "Telo.Application":
+        # An application imported — a test manifest importing the manifest under test (issue 15): every kind it
+        # defines and every resource it declares at module level is reachable through the alias; its targets
+        # are its own `telo run`'s, never run by the importer.
+        return LibraryModule(canonical=app.name, directory=resolved.parent, source=loaded.source,
+                             module=loaded.module, kinds=dict(loaded.own_kinds), resources=loaded.resources,
+                             exported_resources=tuple(n for n, r in loaded.resources.items() if r.owner is None),
+                             all_kinds=dict(loaded.own_kinds), imports=dict(app.imports),
+                             variables=dict(app.variables), manifest=manifest)
     exported_kinds: dict[str, KindSpec] = {}
     for name in app.exports.get("kinds", []):
         if name in loaded.own_kinds:
@@ -366,6 +374,7 @@ def _load_library(library_file: Path, pos: Pos, env: Mapping[str, str], cel_chec
         all_kinds=dict(loaded.own_kinds),
         imports=dict(app.imports),
         variables=dict(app.variables),
+        manifest=manifest,
     )
 
 

@@ -91,7 +91,10 @@ class LibraryModule:
     """An imported ``Telo.Library`` directory (reference §1): its kinds and resources, as a module.
 
     ``kinds`` are the *exported* kinds by short name (``exports.kinds``); ``resources`` are all of the
-    library's resources, of which ``exported_resources`` are reachable as ``!ref Alias.name``.
+    library's resources, of which ``exported_resources`` are reachable as ``!ref Alias.name``. An imported
+    ``Telo.Application`` (a test manifest importing the manifest under test) exports every kind it defines and
+    every module-level resource. ``manifest`` is the module as a manifest of its own: the runtime creates its
+    resources in its own namespace (:mod:`telo.runtime.modules`), where its ``!ref`` names resolve.
     """
 
     canonical: str
@@ -104,6 +107,7 @@ class LibraryModule:
     all_kinds: dict[str, KindSpec] = field(default_factory=dict, repr=False)
     imports: dict[str, ModuleSpec | LibraryModule] = field(default_factory=dict, repr=False)
     variables: dict[str, Any] = field(default_factory=dict, repr=False)
+    manifest: Manifest | None = field(default=None, repr=False)
 
     @property
     def import_name(self) -> str:

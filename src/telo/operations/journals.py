@@ -92,7 +92,7 @@ def open_manifest_journal(manifest: str, *, create: bool = False, source: Journa
                         data={"manifest": manifest, "namedBy": source.origin})
     app = load_application(manifest)
     app.create_resources()
-    journal = only_journal((r for r in app.resources.values() if isinstance(r, Journal)), manifest,
+    journal = only_journal((r for r in app.every_resource() if isinstance(r, Journal)), manifest,
                            "name the journal with --journal")
     if not create:
         path = journal.local_path()

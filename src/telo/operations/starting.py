@@ -24,11 +24,16 @@ NOT_FOUND = Code.WORKFLOW_NOT_FOUND
 
 
 def find_workflow(app: Application, name: str) -> Workflow:
-    """The durable workflow resource ``name`` of ``app`` (``ERR_WORKFLOW_NOT_FOUND``, naming the ones it has)."""
-    resource = app.resources.get(name)
+    """The durable workflow resource ``name`` of ``app`` — ``Alias.name`` for one of an imported module —
+    (``ERR_WORKFLOW_NOT_FOUND``, naming the ones it has)."""
+    alias, dot, own = name.rpartition(".")
+    module = app.modules.get(alias) if dot else app
+    resource = None if module is None else module.resources.get(own)
     if isinstance(resource, Workflow):
         return resource
     names = sorted(n for n, r in app.resources.items() if isinstance(r, Workflow))
+    names += sorted(f"{a}.{n}" for a, m in app.modules.items() for n, r in m.resources.items()
+                    if isinstance(r, Workflow))
     raise TeloError(NOT_FOUND, f"{name!r} is not a durable workflow of {app.manifest.source}",
                     hint=f"its workflows: {', '.join(names) or 'none'}", data={"resource": name})
 

@@ -48,9 +48,10 @@ async def serve(app: Application, *, interval: str | int = "1s", until_idle: boo
     When it stops, the executions it started are waited for, so a cancel never cuts a step short: each comes
     to rest on its own (or halts at its next step while the process drains) and writes its receipt."""
     slots = Slots(concurrency)
-    resumers = [Resumer(app, f"worker-{wf.name}", {"workflow": _ref(app, wf), "interval": interval}, None, slots)
-                for wf in app.resources.values() if isinstance(wf, Workflow)]
-    schedules = [s for s in app.resources.values() if isinstance(s, Schedule) and s.durable]
+    # an imported module's workflow is continued in its module's namespace (its own journal and ``!ref`` names)
+    resumers = [Resumer(wf.app, f"worker-{wf.name}", {"workflow": _ref(wf), "interval": interval}, None, slots)
+                for wf in app.every_resource() if isinstance(wf, Workflow)]
+    schedules = [s for s in app.every_resource() if isinstance(s, Schedule) and s.durable]
     for schedule in schedules:  # a tick's run is claimed as soon as it is admitted, not at the next sweep
         schedule.wakers.extend(r.waker() for r in resumers if r.workflow is schedule.workflow)
     try:
@@ -107,10 +108,10 @@ async def _schedules_moved(schedules: list[Schedule]) -> bool:
     return sum(s.changes for s in schedules) != before
 
 
-def _ref(app: Application, wf: Workflow) -> object:
+def _ref(wf: Workflow) -> object:
     from telo.manifest import Ref
 
-    decl = app.manifest.resources[wf.name]
+    decl = wf.app.manifest.resources[wf.name]
     return Ref(wf.name, None, decl.pos)
 
 

@@ -26,7 +26,7 @@ from telo.engine.interpreter import predicate, run_steps
 from telo.engine.services import Services
 from telo.engine.steps import compile_steps
 from telo.errors import Code, TeloError
-from telo.manifest import Cel, Manifest, ManifestLoadError, Ref, ResourceDecl, Target, load_manifest
+from telo.manifest import Cel, LibraryModule, Manifest, ManifestLoadError, Ref, ResourceDecl, Target, load_manifest
 from telo.runtime.compiler import Compiler
 from telo.runtime.resource import SCOPED_RESOURCES, Controller, Resource, RunOutcome, as_invocable
 
@@ -41,17 +41,28 @@ class Application:
 
     ``on_create`` callbacks see each resource as it is created, before any is initialised (the Python API uses
     one to hand every journal resource the store it was given).
+
+    An imported library or application (reference §1, ``!ref Alias.name``) is a module application of its own,
+    in ``modules`` by alias: its resources live in its namespace, where its own ``!ref`` names resolve, and its
+    module URL stays theirs (a workflow imported by a test manifest keeps the target identity it has when its own
+    manifest runs). Modules share the root's clock, events, services, holds and ``on_create`` callbacks; they are
+    created and initialised before the root's resources and torn down after them.
     """
 
     def __init__(self, manifest: Manifest, *, controllers: Mapping[str, Controller], clock: Clock = SYSTEM_CLOCK,
-                 services: Services | None = None) -> None:
+                 services: Services | None = None, root: Application | None = None) -> None:
         self.manifest = manifest
         self._controllers = controllers
-        self.on_create: list[Callable[[Resource], None]] = []
+        self.root = root or self
+        self.on_create: list[Callable[[Resource], None]] = [] if root is None else root.on_create
         self.clock = clock
-        self.events = EventBus()
+        self.events: EventBus = EventBus() if root is None else root.events
         self.services = services or Services(events=self.events, clock=clock)
         self.services.events = self.events
+        # one module application per imported module, shared by every importer of it (keyed by module URL)
+        self._module_apps: dict[str, Application] = {} if root is None else root._module_apps
+        self.modules: dict[str, Application] = {}
+        self._created = self._initialised = self._closed = False
         self.base_dir = Path(manifest.source).resolve().parent
         self.resources: dict[str, Resource] = {}
         self.decls: dict[str, ResourceDecl] = {}
@@ -89,7 +100,34 @@ class Application:
     # --- resources ------------------------------------------------------------------------------------
 
     def create_resources(self) -> None:
+        """Create the imported modules' resources (once each), then this manifest's own."""
+        if self._created:
+            return
+        self._created = True
+        for alias, imported in self.manifest.application.imports.items():
+            if isinstance(imported, LibraryModule) and imported.manifest is not None:
+                self.modules[alias] = self._module_app(imported)
+        for module in self.modules.values():
+            module.create_resources()
         self.create(self.manifest.resources.values())
+
+    def _module_app(self, library: LibraryModule) -> Application:
+        found = self._module_apps.get(library.module)
+        if found is None:
+            assert library.manifest is not None
+            found = Application(library.manifest, controllers=self._controllers, clock=self.clock,
+                                services=self.services, root=self.root)
+            found.inputs = self.root.inputs
+            self._module_apps[library.module] = found
+        return found
+
+    def every_resource(self) -> list[Resource]:
+        """This application's resources, then each imported module's (each module once): what a worker
+        continues and what operations look through."""
+        seen: dict[int, Resource] = {id(r): r for r in self.resources.values()}
+        for module in self._module_apps.values() if self.root is self else ():
+            seen.update((id(r), r) for r in module.resources.values())
+        return list(seen.values())
 
     def create(self, decls: Iterable[ResourceDecl]) -> list[Resource]:
         """Create a resource for each declaration through its kind's controller (types and abstract kinds have
@@ -112,6 +150,14 @@ class Application:
 
     async def start(self) -> None:
         self.create_resources()
+        await self._init_resources()
+
+    async def _init_resources(self) -> None:
+        if self._initialised:
+            return
+        self._initialised = True
+        for module in self.modules.values():
+            await module._init_resources()
         for resource in self.resources.values():
             await resource.init()
 
@@ -128,7 +174,8 @@ class Application:
         except KeyError:
             raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where or ref.pos}: no resource {ref.text!r}",
                             hint="declare it, or fix the reference") from None
-        resource = self.resources.get(decl.name)
+        module = self if ref.alias is None else self.modules.get(ref.alias)
+        resource = None if module is None else module.resources.get(decl.name)
         if resource is None:
             raise TeloError(Code.RESOURCE_NOT_INVOKABLE, f"{where or ref.pos}: {ref.text!r} ({decl.kind}) cannot "
                             "be dispatched", data={"resource": decl.name})
@@ -146,6 +193,8 @@ class Application:
 
     def hold(self, awaitable: Awaitable[Any]) -> asyncio.Future[Any]:
         """Keep the process alive until ``awaitable`` settles (a durable run, a resumer)."""
+        if self.root is not self:
+            return self.root.hold(awaitable)
         fut = asyncio.ensure_future(awaitable)
         self.holds.add(fut)
         fut.add_done_callback(self.holds.discard)
@@ -170,6 +219,8 @@ class Application:
             await asyncio.gather(*list(self.holds), return_exceptions=True)
 
     def request_exit(self, code: int) -> None:
+        if self.root is not self:
+            self.root.request_exit(code)
         self.exit_code = max(self.exit_code, code)
 
     def run_rested(self, outcome: RunOutcome) -> None:
@@ -177,6 +228,8 @@ class Application:
         continues here, and reports again): ``telo run`` reports the last of each run — settled ``failed``, or
         left ``running`` by an execution that stopped (its claim went to another, a journal write failed)
         included."""
+        if self.root is not self:
+            self.root.run_rested(outcome)
         self.outcomes[outcome.run] = outcome
 
     async def run_targets(self) -> None:
@@ -209,11 +262,17 @@ class Application:
         return predicate(self.compiler.value(when, where=str(target.pos)), scope, "when")
 
     async def close(self) -> None:
+        """Tear down this manifest's resources (last created first), then the imported modules' (once each)."""
+        if self._closed:
+            return
+        self._closed = True
         for resource in reversed(list(self.resources.values())):
             try:
                 await resource.teardown()
             except Exception:
                 log.warning("teardown failed", extra={"resource": resource.name}, exc_info=True)
+        for module in reversed(list(self.modules.values())):
+            await module.close()
 
     async def main(self) -> int:
         """Boot, run the targets, wait for holds, tear down: what ``telo run`` does."""

@@ -165,10 +165,39 @@ def test_library_import_cycle(write: Callable[..., Path], fail: Callable[..., li
     assert any("import cycle" in d.message for d in diags)
 
 
-def test_an_application_is_not_a_library(write: Callable[..., Path], fail: Callable[..., list[Diagnostic]]) -> None:
-    write("kind: Telo.Application\nmetadata: {name: Other}\n", "other/telo.yaml")
-    [d] = fail("kind: Telo.Application\nmetadata: {name: X}\nimports: {O: ./other}\n")
-    assert "not a Telo.Library" in d.message
+def test_an_imported_application_exports_its_kinds_and_module_level_resources(write: Callable[..., Path]) -> None:
+    """A test manifest imports the application under test (issue 15): every kind it defines and every resource
+    it declares at module level is reachable through the alias (an inline one is not: it has no name of its
+    own there); its targets stay its own."""
+    write("""
+        kind: Telo.Application
+        metadata: {name: Other}
+        imports: {Run: run}
+        targets: [!ref seq]
+        ---
+        kind: Telo.Definition
+        metadata: {name: Box}
+        capability: type
+        schema: {type: object}
+        ---
+        kind: Run.Value
+        metadata: {name: one}
+        value: 1
+        ---
+        kind: Run.Sequence
+        metadata: {name: seq}
+        steps:
+          - {name: a, invoke: {kind: Run.Value, value: 2}}
+        """, "other/app.yaml")
+    app = write("kind: Telo.Application\nmetadata: {name: X}\nimports: {O: ./other/app.yaml}\n"
+                "---\nkind: O.Box\nmetadata: {name: one}\nx: 1\n")  # a `one` of its own, of the imported kind
+    m = load_manifest(app, env={})
+    other = m.application.imports["O"]
+    assert isinstance(other, LibraryModule) and other.manifest is not None
+    assert other.exported_resources == ("one", "seq") and set(other.kinds) == {"Box"}
+    assert m.resolve(Ref("one", "O", None)).config == {"value": 1}  # the application's, not this file's `one`
+    assert m.resources["one"].kind == "Other.Box"
+    assert [t.name for t in other.manifest.application.targets] == ["seq"] and m.application.targets == []
 
 
 def test_a_library_loads_on_its_own(write: Callable[..., Path]) -> None:
