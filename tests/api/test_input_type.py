@@ -50,3 +50,39 @@ def test_start_and_schedule_refuse_inputs_the_input_type_refuses(tmp_path: Path)
         assert done.status == "completed" and done.value["steps"]["total"]["result"] == 6
         scheduled = app.schedule("order", {"id": "c", "qty": 1}, after=3600)
         assert scheduled.scheduled and scheduled.run_id == "order:c"
+
+
+def test_a_schema_reference_outside_the_schema_is_refused_never_fetched(tmp_path: Path) -> None:
+    """jsonschema's default registry opened any URL a ``$ref`` named, at every dispatch (issue 19): a local
+    HTTP server proves nothing is fetched now, and the start is refused naming the reference."""
+    import http.server
+    import threading
+
+    requests: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            requests.append(self.path)
+            body = b'{"type": "object"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/order.json"
+    try:
+        manifest = MANIFEST.replace("    type: object\n    required: [id, qty]\n",
+                                    f"    type: object\n    $ref: \"{url}\"\n    required: [id, qty]\n")
+        with telo.load(manifest, journal=str(tmp_path / "j.db")) as app:
+            with pytest.raises(TeloError) as err:
+                app.start("order", {"id": "a", "qty": 1})
+            assert err.value.code == Code.INPUT_INVALID and url in err.value.message
+            assert app.runs().runs == ()
+    finally:
+        server.shutdown()
+    assert requests == []

@@ -42,6 +42,7 @@ from .diagnostics import (
     WARN_RESERVED_STEP_NAME,
     Diagnostic,
 )
+from .json_schema import Unresolvable, offline_validator, unresolved_ref
 from .nodes import Cel, Ref, Template
 from .positions import PositionTable, from_path, join
 from .reader import NAME
@@ -162,7 +163,7 @@ def validator_for(schema: Mapping[str, Any]) -> Validator:
     if cached is None or cached[0] is not schema:
         if len(_VALIDATORS) > 1024:  # library schemas are per load; do not grow without bound
             _VALIDATORS.clear()
-        cached = (schema, _TeloValidator(schema))
+        cached = (schema, offline_validator(schema, _TeloValidator))
         _VALIDATORS[id(schema)] = cached
     return cached[1]
 
@@ -180,8 +181,16 @@ def validate(
     """Validate ``instance`` (found at ``base`` in ``table``'s document) and append one diagnostic per
     violation; ``subject`` names it in messages (``Local.Workflow 'order'``). ``durable``: the instance is a
     durable body (DURABLE_BODIES), whose duplicate step names are errors."""
-    for error in validator_for(schema).iter_errors(instance):
-        diagnostics.extend(_to_diagnostics(error, table, base, subject, durable))
+    try:
+        for error in validator_for(schema).iter_errors(instance):
+            diagnostics.extend(_to_diagnostics(error, table, base, subject, durable))
+    except Unresolvable as exc:  # a $ref outside the schema: never fetched (json_schema)
+        diagnostics.append(Diagnostic(
+            ERR_MANIFEST_VALIDATION_FAILED,
+            f"{subject}: its kind's schema refers to {unresolved_ref(exc)!r}, which is not inside the schema "
+            "(telo fetches no schema from elsewhere)", table.value(base),
+            hint="write the referenced schema into the Telo.Definition's schema ($defs), or import the module "
+                 "telo ships instead of a library written for another runtime"))
 
 
 def _to_diagnostics(error: ValidationError, table: PositionTable, base: str, subject: str,

@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from .diagnostics import ERR_MANIFEST_INVALID_NAME, ERR_MANIFEST_VALIDATION_FAILED, Diagnostic
+from .json_schema import Unresolvable, offline_validator, unresolved_ref
 from .model import Variable
 from .nodes import Cel, Template
 from .positions import PositionTable, join
@@ -126,10 +126,12 @@ def _coerce(raw: str, kind: str | None) -> Any:
 
 def _check(value: Any, schema: dict[str, Any], secret: bool) -> str | None:
     try:
-        validator = Draft202012Validator(schema)
+        validator = offline_validator(schema)
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     except SchemaError as exc:
         return f"its declaration is not a valid JSON Schema: {exc.message}"
+    except Unresolvable as exc:
+        return f"its declaration refers to {unresolved_ref(exc)!r}, which is not inside it (nothing is fetched)"
     if not errors:
         return None
     if secret:  # the message of a failed constraint quotes the value

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
-
 from telo.engine.dispatch import Contract
 from telo.errors import Code, TeloError
 from telo.manifest import Ref
+from telo.manifest.json_schema import Unresolvable, offline_validator, unresolved_ref
 
 if TYPE_CHECKING:
     from telo.runtime.resource import Host
@@ -40,11 +39,16 @@ class SchemaValidator:
     def __init__(self, schema: Mapping[str, Any], code: str) -> None:
         self.schema = schema
         self.code = code
-        self._validator = jsonschema.Draft202012Validator(schema)
+        self._validator = offline_validator(schema)
 
     def validate(self, value: Any, *, where: str) -> Any:
         value = self._fill_defaults(value)
-        errors = sorted(self._validator.iter_errors(to_json_like(value)), key=lambda e: list(e.path))
+        try:
+            errors = sorted(self._validator.iter_errors(to_json_like(value)), key=lambda e: list(e.path))
+        except Unresolvable as exc:
+            raise TeloError(self.code, f"{where}: the declared schema refers to {unresolved_ref(exc)!r}, which "
+                            "is not inside it (telo fetches no schema from elsewhere)",
+                            hint="write the referenced schema into the declared type ($defs)") from None
         if errors:
             details = "; ".join(f"{'/' + '/'.join(map(str, e.path)) if e.path else '/'}: {e.message}" for e in errors)
             raise TeloError(self.code, f"{where} do not match the declared schema: {details}",

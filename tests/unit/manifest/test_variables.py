@@ -104,3 +104,11 @@ def test_bad_declarations(fail: Callable[..., list[Diagnostic]]) -> None:
     )
     codes = [d.code for d in fail(text)]
     assert codes == ["ERR_MANIFEST_INVALID_NAME"] + ["ERR_MANIFEST_VALIDATION_FAILED"] * 4
+
+
+def test_a_reference_outside_a_variables_declaration_is_refused_not_fetched(
+        fail: Callable[..., list[Diagnostic]]) -> None:
+    [d] = fail("kind: Telo.Application\nmetadata: {name: V}\nvariables:\n"
+               "  host: {env: HOST, type: string, default: x, $ref: 'https://schemas.invalid/host.json'}\n")
+    assert d.code == "ERR_MANIFEST_VALIDATION_FAILED"
+    assert "https://schemas.invalid/host.json" in d.message and "nothing is fetched" in d.message
