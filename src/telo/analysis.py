@@ -57,6 +57,7 @@ from telo.specs import conforms
 from telo.specs.durations import duration_ms
 from telo.specs.steps import branch_bodies
 from telo.step_refs import step_reference_checks
+from telo.transaction_checks import transaction_requirement_checks
 
 DURABLE_NONDETERMINISM = "DURABLE_NONDETERMINISM"
 DURABLE_DETACH_FORBIDDEN = "DURABLE_DETACH_FORBIDDEN"
@@ -109,9 +110,10 @@ def check(manifest: str | Path, *, env: Mapping[str, str] | None = None,
 
 
 def static_checks(manifest: Manifest) -> list[Diagnostic]:
-    """The checks over a loaded manifest that every load runs too: the zone checks and the ``steps.<name>``
-    references no body declares (:mod:`telo.step_refs`)."""
-    return [*zone_checks(manifest), *step_reference_checks(manifest)]
+    """The checks over a loaded manifest that every load runs too: the zone checks, the ``steps.<name>``
+    references no body declares (:mod:`telo.step_refs`) and statements reached outside the transaction they
+    require (:mod:`telo.transaction_checks`)."""
+    return [*zone_checks(manifest), *step_reference_checks(manifest), *transaction_requirement_checks(manifest)]
 
 
 def zone_checks(manifest: Manifest) -> list[Diagnostic]:

@@ -247,6 +247,9 @@ class Code(StrEnum):
                          "value no driver takes", "pass scalars in a map or a list")
     SQL_FAILED = ("ERR_SQL_FAILED", "the database refused a statement, or the connection is closed",
                   "see the driver's message (and data.sqlstate)")
+    ZONE_REQUIRED = ("ERR_ZONE_REQUIRED", "a statement whose `transaction:` requires a Sql.Transaction on its "
+                     "connection ran outside one (upstream's `sql` module)",
+                     "invoke it from the steps of a Sql.Transaction on the same connection")
 
     # --- the Python API, the CLI and the dashboard ----------------------------------------------------------
     APP_CLOSED = ("ERR_APP_CLOSED", "a telo.App was used after it was closed", "load the manifest again")

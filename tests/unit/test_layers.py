@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("telo.paths", "telo.targets"),
     ("telo.journal", "telo.cel"),
     ("telo.specs",),
-    ("telo.manifest", "telo.analysis", "telo.step_refs"),
+    ("telo.manifest", "telo.analysis", "telo.step_refs", "telo.transaction_checks"),
     ("telo.engine",),
     ("telo.runtime",),
     ("telo.durable",),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from telo import paths
-from telo.manifest import Cel, Manifest, Ref, ResourceDecl, Template
+from telo.manifest import Cel, Manifest, Ref, ResourceDecl, SqlText, Template
 from telo.values import encode_frame
 
 DIGEST_PATH = paths.reserved("digest")
@@ -41,6 +41,8 @@ def _normal(node: Any) -> Any:
         return {"$ref": node.text}
     if isinstance(node, Cel):
         return {"$cel": node.text}
+    if isinstance(node, SqlText):  # bound, not spliced: not the same value as a template of the same parts
+        return {"$sql": [p.text if isinstance(p, Cel) else p for p in node.parts]}
     if isinstance(node, Template):
         return {"$template": [p.text if isinstance(p, Cel) else p for p in node.parts]}
     if isinstance(node, bytes):

@@ -26,6 +26,7 @@ from . import (
     run,
     schedule,
     sql,
+    sql_statements,
     timer,
     workflow,
 )
@@ -38,7 +39,8 @@ _CLASSES: tuple[Any, ...] = (
     addressing.Deliver, addressing.Status, addressing.Result, addressing.Cancel, addressing.Schedule,
     addressing.Resume,
     journals.SqliteJournal, journals.FileJournal, journals.PostgresJournal,
-    sql.Connection, sql.Transaction, sql.Query, sql.Exec,
+    sql.Connection, sql.Transaction, sql_statements.Query, sql_statements.Command, sql_statements.Exec,
+    sql_statements.Selection,
     schedule.Cron, schedule.Interval,
 )
 

@@ -14,10 +14,10 @@ reference §4 "Collapse", §5 "Suspension guard", §7 "Transactions", §9).
   journal writes into: the region collapses, at least once (spec §8.1).
 
 Either way the run handle reports the resolution (``durable.zone.mode``, and ``collapsedRegions`` for a
-collapse: spec §8.3). ``Sql.Query``/``Sql.Exec`` inside the body find the open transaction of their
-connection on the invocation context (``sql.tx``) and run on it; outside one, each statement commits on
-its own. Statement parameters are the call's ``inputs`` (or the evaluated ``params:``) — see
-:mod:`telo.kinds.sql_drivers` for the placeholder syntax of each driver.
+collapse: spec §8.3). The statements (:mod:`telo.kinds.sql_statements`) inside the body find the open
+transaction of their connection on the invocation context (``sql.tx``) and run on it; outside one, each
+statement commits on its own. Membership is ambient and per connection: whatever the body reaches — its own
+steps, or a ``Run.Sequence`` it names with ``steps: !ref`` — joins.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from telo.engine.steps import compile_steps
 from telo.engine.zones import ATOMIC, NO_SUSPEND, Zone
 from telo.errors import Code, TeloError
 from telo.kinds import sql_drivers as drivers
-from telo.manifest import Cel, Template
+from telo.manifest import Cel, Ref, Template
 from telo.runtime.resource import Resource
 from telo.specs.sql import ATOMIC_REASON, NO_SUSPEND_REASON
 
@@ -48,6 +48,8 @@ R = TypeVar("R")
 
 #: The invocation-context key under which an open transaction travels to the statements of its body.
 TX_KEY = "sql.tx"
+#: The step a body given as ``!ref executable`` runs as (its journal path: ``<transaction step>/body``).
+BODY_STEP = "body"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -134,81 +136,40 @@ class Connection(Resource):
             drivers.close(conn)
 
 
-class _OnConnection(Resource):
-    """Shared by the kinds that name a ``connection:``."""
+class OnConnection(Resource):
+    """Shared by the kinds that name a ``connection:`` (the transaction here, the statements in
+    :mod:`telo.kinds.sql_statements`)."""
+
+    @property
+    def where(self) -> str:
+        return f"{self.kind} {self.name!r}"
 
     @property
     def connection(self) -> Connection:
-        resource = self.app.resource_for(self.config["connection"], where=f"{self.kind} {self.name!r}.connection")
+        resource = self.app.resource_for(self.config["connection"], where=f"{self.where}.connection")
         if not isinstance(resource, Connection):
-            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{self.kind} {self.name!r}: `connection` must name a "
-                            f"Sql.Connection, not {resource.kind}")
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{self.where}: `connection` must name a Sql.Connection, not "
+                            f"{resource.kind}")
         return resource
 
 
-
-
-class _Statement(_OnConnection):
-    rows = True
-
-    async def init(self) -> None:
-        self.sql = str(self.config["sql"])
-        self.params = self.field("params")
-
-    async def _run(self, inputs: Any) -> tuple[list[dict[str, Any]], int]:
-        params = self.params.evaluate(self.call_scope(inputs)) if self.params is not None else inputs
-        conn = self.connection
-        tx = open_transaction(conn)
-        if tx is not None:
-            def on_tx() -> tuple[list[dict[str, Any]], int]:
-                with tx.lock:
-                    return drivers.execute(tx.connection, self.sql, params, rows=self.rows)
-
-            return await asyncio.to_thread(on_tx)
-
-        def alone() -> tuple[list[dict[str, Any]], int]:
-            db = conn.take()
-            try:
-                return drivers.execute(db, self.sql, params, rows=self.rows)
-            finally:
-                conn.give(db)
-
-        return await asyncio.to_thread(alone)
-
-
-class Query(_Statement):
-    """``Sql.Query``: the statement's rows, as a list of maps (column name → CEL value)."""
-
-    kind = "Sql.Query"
-
-    async def invoke(self, inputs: Any) -> Any:
-        found, _ = await self._run(inputs)
-        return found
-
-
-class Exec(_Statement):
-    """``Sql.Exec``: ``{rowcount}`` of the statement."""
-
-    kind = "Sql.Exec"
-    rows = False
-
-    async def invoke(self, inputs: Any) -> Any:
-        _, rowcount = await self._run(inputs)
-        return {"rowcount": rowcount}
-
-
-class Transaction(_OnConnection):
+class Transaction(OnConnection):
     """``Sql.Transaction {connection, steps, inputs?}``: the body in one database transaction (module docstring).
 
-    The body's ``inputs`` are the evaluated ``inputs:`` mapping, or the call's inputs when there is none.
-    Returns ``{steps}``, like ``Durable.Idempotent``.
+    The body's ``inputs`` are the evaluated ``inputs:`` mapping, or the call's inputs when there is none. A body
+    given as a list of steps returns ``{steps}``, like ``Durable.Idempotent``; one given as ``!ref executable``
+    (upstream's form) runs as the single step ``body`` invoking it with the body's inputs — dispatched, journaled
+    and zoned like any step — and its result is the transaction's.
     """
 
     kind = "Sql.Transaction"
 
     async def init(self) -> None:
-        self.steps = compile_steps(self.config.get("steps", []), self.app.compiler,
-                                   where=f"{self.kind} {self.name!r}.steps")
+        body = self.config.get("steps", [])
+        self.body_ref = isinstance(body, Ref)
+        if isinstance(body, Ref):
+            body = [{"name": BODY_STEP, "invoke": body, "inputs": Cel("inputs", body.pos)}]
+        self.steps = compile_steps(body, self.app.compiler, where=f"{self.where}.steps")
         self.inputs = self.field("inputs")
 
     async def invoke(self, inputs: Any) -> Any:
@@ -257,6 +218,8 @@ class Transaction(_OnConnection):
         finally:
             if opened is not None:
                 await asyncio.to_thread(conn.give, opened)
+        if self.body_ref:
+            return scope["steps"].get(BODY_STEP, {}).get("result")
         return {"steps": scope["steps"]}
 
 

@@ -18,7 +18,7 @@ from .diagnostics import (
 from .graph import BASE_NAMES, CelChecker, CelMode, CelScope
 from .loader import check_manifest, load_manifest
 from .model import Application, Import, LibraryModule, Manifest, ResourceDecl, Target, Variable
-from .nodes import Cel, Pos, Ref, Template, TextSpan, expressions_in
+from .nodes import Cel, Pos, Ref, SqlText, Template, TextSpan, bound_statement, expressions_in
 from .positions import PositionTable
 
 __all__ = [
@@ -39,10 +39,12 @@ __all__ = [
     "Ref",
     "ResourceDecl",
     "Severity",
+    "SqlText",
     "Target",
     "Template",
     "TextSpan",
     "Variable",
+    "bound_statement",
     "check_manifest",
     "expressions_in",
     "load_manifest",

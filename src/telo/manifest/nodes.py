@@ -7,7 +7,8 @@ something a plain value cannot:
 * :class:`Ref` — ``!ref name`` / ``!ref Alias.name``, a reference to a resource (also what an inline
   resource in a reference slot is replaced by once it has been given its name);
 * :class:`Cel` — ``!cel "expr"`` or a string that is exactly one legacy ``${{ expr }}``;
-* :class:`Template` — a legacy string interpolating one or more ``${{ expr }}``.
+* :class:`Template` — a legacy string interpolating one or more ``${{ expr }}``;
+* :class:`SqlText` — ``!sql``: a statement whose ``${{ expr }}`` parts are bound as parameters.
 
 Each carries its own :class:`Pos`. Plain values carry none: their positions live in the side table of
 :mod:`telo.manifest.positions`, so the data stays plain (``jsonschema`` and the engine read it as-is).
@@ -115,6 +116,20 @@ class Template:
     @property
     def expressions(self) -> tuple[Cel, ...]:
         return tuple(p for p in self.parts if isinstance(p, Cel))
+
+
+@dataclass(frozen=True, slots=True)
+class SqlText(Template):
+    """``!sql "… ${{ expr }} …"`` (upstream's ``sql`` module): a statement whose ``${{ }}`` parts are bound as
+    parameters, never spliced. It evaluates to a *bound statement*, plain data that crosses the journal and CEL
+    alike: ``{"text": [literal fragments], "bindings": [values]}`` (one more fragment than values); the statement
+    kind joins the fragments with its driver's placeholder (:mod:`telo.kinds.sql_statements`). Being a
+    :class:`Template`, it satisfies any schema and its expressions are checked like any other."""
+
+
+def bound_statement(text: str) -> dict[str, Any]:
+    """The bound statement of a ``!sql`` text without ``${{ }}`` parts (nothing to bind)."""
+    return {"text": [text], "bindings": []}
 
 
 def expressions_in(value: Any) -> Iterator[Cel]:

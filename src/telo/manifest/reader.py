@@ -26,7 +26,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .diagnostics import ERR_MANIFEST_INCLUDE, ERR_MANIFEST_INVALID_NAME, ERR_MANIFEST_YAML, Diagnostic
 from .limits import scan
-from .nodes import Cel, Pos, Ref, Template, TextSpan
+from .nodes import Cel, Pos, Ref, SqlText, Template, TextSpan, bound_statement
 from .positions import PositionTable, join
 
 try:  # libyaml's parser is ~10× faster; the pure-Python one gives identical nodes and marks
@@ -39,7 +39,7 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # resource names, aliases and step
 _STR, _INT, _FLOAT = "tag:yaml.org,2002:str", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _BOOL, _NULL = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"
 _SEQ, _MAP = "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
-REF, CEL, INCLUDE_BYTES = "!ref", "!cel", "!include-bytes"
+REF, CEL, INCLUDE_BYTES, SQL = "!ref", "!cel", "!include-bytes", "!sql"
 
 # The YAML 1.2 core schema (https://yaml.org/spec/1.2.2/#1032-tag-resolution).
 _CORE = (
@@ -147,6 +147,21 @@ def parse_legacy(text: str, pos: Pos, span: TextSpan | None) -> str | Cel | Temp
     if cursor < len(text):
         parts.append(text[cursor:])
     return Template(tuple(parts), pos)
+
+
+def parse_sql(text: str, pos: Pos, span: TextSpan | None) -> SqlText | dict[str, Any]:
+    """``!sql``: each ``${{ expr }}`` is a parameter (a lone one too: it binds one parameter, it cannot stand for
+    the whole statement); without any, the statement is already bound (upstream's ``sql`` module)."""
+    parts: list[str | Cel] = []
+    cursor = 0
+    for match in _LEGACY.finditer(text):
+        parts.append(text[cursor : match.start()])
+        parts.append(_legacy_cel(match, text, pos, span))
+        cursor = match.end()
+    if not parts:
+        return bound_statement(text)
+    parts.append(text[cursor:])
+    return SqlText(tuple(parts), pos)
 
 
 def _legacy_cel(match: re.Match[str], text: str, pos: Pos, span: TextSpan | None) -> Cel:
@@ -266,8 +281,12 @@ class _Builder:
             return Cel(value, pos, span=self._span(node))
         if tag == INCLUDE_BYTES:
             return self._include(node)
+        if tag == SQL:
+            if not value.strip():
+                self.error(ERR_MANIFEST_YAML, "!sql needs a statement", node)
+            return parse_sql(value, pos, self._span(node) if "${{" in value else None)
         self.error(ERR_MANIFEST_YAML, f"unknown YAML tag {tag}", node,
-                   hint="a manifest knows !ref, !cel and !include-bytes")
+                   hint="a manifest knows !ref, !cel, !sql and !include-bytes")
         return value
 
     def _int(self, node: ScalarNode) -> int | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from telo.errors import Code, TeloError
-from telo.manifest import Cel, Ref, Template, expressions_in
+from telo.manifest import Cel, Ref, SqlText, Template, expressions_in
 
 if TYPE_CHECKING:
     from telo.cel import CelEnvironment, Program
@@ -129,6 +129,10 @@ class Compiler:
     def node(self, node: Any, names: Iterable[str] = ()) -> Node:
         if isinstance(node, Cel):
             return self.cel(node, names)
+        if isinstance(node, SqlText):  # a bound statement: the expressions' values are parameters, never text
+            fragments = [p for p in node.parts if isinstance(p, str)]
+            bound = [self.cel(p, names) for p in node.parts if isinstance(p, Cel)]
+            return lambda scope, memo: {"text": list(fragments), "bindings": [f(scope, memo) for f in bound]}
         if isinstance(node, Template):
             parts: list[Node | str] = [self.cel(p, names) if isinstance(p, Cel) else p for p in node.parts]
 

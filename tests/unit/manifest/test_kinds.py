@@ -25,7 +25,7 @@ def test_modules_and_canonical_names() -> None:
         "durable-journal-postgres": ("DurableJournalPostgres", {"Journal"}),
         "python": ("Python", {"Function"}),
         "assert": ("Assert", {"Equals", "Events", "Manifest"}),
-        "sql": ("Sql", {"Connection", "Transaction", "Query", "Exec"}),
+        "sql": ("Sql", {"Connection", "Transaction", "Query", "Command", "Exec", "Selection"}),
         "test": ("Test", {"Suite"}),
     }
     # (modules registered from Python by other tests in this process are not telo's own)

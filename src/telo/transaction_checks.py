@@ -1,0 +1,127 @@
+"""``telo check``'s rule for a statement's ``transaction:`` requirement (upstream facts, "sql").
+
+A ``Sql.Query``/``Sql.Command``/``Sql.Exec``/``Sql.Selection`` that declares ``transaction:`` must run inside a
+``Sql.Transaction`` on its own connection; at run time it fails with ERR_ZONE_REQUIRED otherwise
+(:mod:`telo.kinds.sql_statements`). This finds the paths the manifest itself shows: from every entry — a
+durable workflow, or a resource no other resource reaches (the targets') — through every reference a resource's
+configuration holds, carrying the connections whose ``Sql.Transaction`` bodies enclose the walk. A statement
+reached with its connection outside that set is reported once, with the path, at the path's first reference:
+the step in the entry that starts it (where a transaction is missing, rather than the statement's own caller,
+which may be reached inside one elsewhere).
+
+What it cannot see (a resource started by name from Python or the CLI, a reference computed at run time) is
+left to the run-time check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from telo.errors import Code
+from telo.manifest import Diagnostic, LibraryModule, Manifest, Ref, ResourceDecl
+from telo.specs import conforms
+
+STATEMENTS = frozenset({"Sql.Query", "Sql.Command", "Sql.Exec", "Sql.Selection"})
+TRANSACTION = "Sql.Transaction"
+# Slots that name a resource without invoking it: no path runs through them.
+_NOT_INVOKED = frozenset({"connection", "transaction", "journal", "queue", "inputType", "outputType"})
+
+
+def transaction_requirement_checks(manifest: Manifest) -> list[Diagnostic]:
+    modules = _modules(manifest)
+    decls = [d for m in modules.values() for d in m.resources.values()]
+    if not any(d.kind in STATEMENTS and d.config.get("transaction") is not None for d in decls):
+        return []
+    walk = _Walk(manifest, modules)
+    reached = {id(target) for d in decls for _, target, _ in walk.edges(d)}
+    for decl in decls:
+        entry = conforms(decl.spec, "Durable.Run", manifest.canonical_kinds) or id(decl) not in reached
+        if entry and decl.kind not in STATEMENTS:
+            walk.visit(decl, frozenset(), (f"{decl.alias_kind} {decl.name!r}",), None)
+    return list(walk.found.values())
+
+
+def _modules(manifest: Manifest) -> dict[str, Manifest]:
+    """Every module the manifest reaches, by module URL (a library's resources resolve inside it)."""
+    out = {manifest.module: manifest}
+    todo = [manifest]
+    while todo:
+        for imported in todo.pop().application.imports.values():
+            if isinstance(imported, LibraryModule) and imported.manifest is not None \
+                    and imported.module not in out:
+                out[imported.module] = imported.manifest
+                todo.append(imported.manifest)
+    return out
+
+
+class _Walk:
+    def __init__(self, manifest: Manifest, modules: Mapping[str, Manifest]) -> None:
+        self.manifest = manifest
+        self.modules = modules
+        self.seen: set[tuple[int, frozenset[int]]] = set()
+        self.found: dict[int, Diagnostic] = {}
+
+    def resolve(self, ref: Ref, decl: ResourceDecl) -> ResourceDecl | None:
+        owner: ResourceDecl | None = decl
+        while ref.alias is None and owner is not None:  # `with:`-scoped names first
+            if ref.name in owner.scoped:
+                return owner.scoped[ref.name]
+            owner = self.modules[decl.module].resources.get(owner.owner) if owner.owner else None
+        module = self.modules.get(decl.module, self.manifest)
+        try:
+            return module.resolve(ref)
+        except KeyError:
+            return None
+
+    def connection(self, decl: ResourceDecl) -> ResourceDecl | None:
+        ref = decl.config.get("connection")
+        return self.resolve(ref, decl) if isinstance(ref, Ref) else None
+
+    def edges(self, decl: ResourceDecl) -> Iterator[tuple[Ref, ResourceDecl, bool]]:
+        """``(reference, what it names, inside the body of this transaction)`` for every invoking reference."""
+        for key, value in decl.config.items():
+            if key in _NOT_INVOKED:
+                continue
+            body = decl.kind == TRANSACTION and key == "steps"
+            for ref in _refs(value):
+                target = self.resolve(ref, decl)
+                if target is not None:
+                    yield ref, target, body
+
+    def visit(self, decl: ResourceDecl, open_on: frozenset[int], path: tuple[str, ...], via: Ref | None) -> None:
+        key = (id(decl), open_on)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        if decl.kind in STATEMENTS and decl.config.get("transaction") is not None:
+            self.check(decl, open_on, path, via)
+        inside = open_on
+        if decl.kind == TRANSACTION:
+            connection = self.connection(decl)
+            inside = open_on | {id(connection)} if connection is not None else open_on
+        for ref, target, body in self.edges(decl):
+            step = f"{target.alias_kind} {target.name!r}"
+            self.visit(target, inside if body else open_on, (*path, step), via or ref)
+
+    def check(self, decl: ResourceDecl, open_on: frozenset[int], path: tuple[str, ...], via: Ref | None) -> None:
+        connection = self.connection(decl)
+        if connection is None or id(connection) in open_on or id(decl) in self.found:
+            return
+        self.found[id(decl)] = Diagnostic(
+            Code.ZONE_REQUIRED.value,
+            f"{decl.alias_kind} {decl.name!r} requires a Sql.Transaction on connection {connection.name!r} "
+            f"(`transaction:`), but it is reached outside one: {' → '.join(path)}",
+            via.pos if via is not None else decl.pos, "error",
+            hint=f"invoke it from the body of a Sql.Transaction on {connection.name!r}, or drop `transaction:`")
+
+
+def _refs(value: Any) -> Iterator[Ref]:
+    if isinstance(value, Ref):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _refs(item)
