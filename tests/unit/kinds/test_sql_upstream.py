@@ -227,3 +227,71 @@ def test_a_selection_quotes_identifiers_and_binds_every_value() -> None:
         with pytest.raises(TeloError) as refused:
             selection("sqlite", bad, "s")
         assert refused.value.code == "ERR_SQL_PARAM_INVALID"
+
+
+# --- a !ref body inside a durable run -----------------------------------------------------------------------
+
+DURABLE = """\
+kind: Telo.Application
+metadata: { name: SqlRefBody }
+imports: { Sql: sql, Run: run, Local: durable-local, Journal: durable-journal-sqlite }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./journal.db
+---
+kind: Sql.Connection
+metadata: { name: db }
+url: "%(url)s"
+---
+kind: Sql.Command
+metadata: { name: command }
+connection: !ref db
+transaction: !ref tx
+---
+kind: Run.Sequence
+metadata: { name: body }
+steps:
+  - { name: ddl, invoke: !ref command, inputs: { sql: "CREATE TABLE IF NOT EXISTS items (name TEXT)" } }
+  - { name: row, invoke: !ref command, inputs: { sql: !sql "INSERT INTO items VALUES (${{ inputs.name }})" } }
+---
+kind: Sql.Transaction
+metadata: { name: tx }
+connection: !ref db
+steps: !ref body
+---
+kind: Local.Workflow
+metadata: { name: wf }
+journal: !ref runs
+runId: "r"
+steps:
+  - { name: tx, invoke: !ref tx, inputs: { name: one } }
+"""
+
+
+@pytest.mark.parametrize("same_file", [True, False], ids=["journal-file", "other-file"])
+def test_a_ref_body_is_journaled_per_step_on_the_journals_file_and_collapses_elsewhere(
+        tmp_path: Path, same_file: bool) -> None:
+    path = tmp_path / "app.yaml"
+    path.write_text(DURABLE % {"url": "./journal.db" if same_file else "./other.db"})
+
+    async def main() -> tuple[str, list[str], int]:
+        app = load_application(path, env={})
+        await app.start()
+        try:
+            wf: Any = app.resources["wf"]
+            await dispatch(wf, {}, events=app.events)
+            await app.wait_holds()
+            record = wf.journal.store.read_run("r")
+            return record.status, [e.path for e in wf.journal.store.read_entries("r")], record.collapsed_regions
+        finally:
+            await app.close()
+
+    status, paths, collapsed = asyncio.run(main())
+    assert status == "completed"
+    inside = [p for p in paths if p.startswith("steps/tx/")]
+    if same_file:
+        assert collapsed == 0
+        assert "steps/tx/body/ddl" in inside and "steps/tx/body/row" in inside  # each statement journaled
+    else:
+        assert collapsed == 1 and inside == ["steps/tx/inputs"]
