@@ -53,6 +53,7 @@ from telo.manifest import (
     load_manifest,
 )
 from telo.manifest.diagnostics import sort_key
+from telo.manifest.unimplemented import unimplemented_kinds
 from telo.specs import conforms
 from telo.specs.durations import duration_ms
 from telo.specs.steps import branch_bodies
@@ -111,9 +112,11 @@ def check(manifest: str | Path, *, env: Mapping[str, str] | None = None,
 
 def static_checks(manifest: Manifest) -> list[Diagnostic]:
     """The checks over a loaded manifest that every load runs too: the zone checks, the ``steps.<name>``
-    references no body declares (:mod:`telo.step_refs`) and statements reached outside the transaction they
-    require (:mod:`telo.transaction_checks`)."""
-    return [*zone_checks(manifest), *step_reference_checks(manifest), *transaction_requirement_checks(manifest)]
+    references no body declares (:mod:`telo.step_refs`), statements reached outside the transaction they
+    require (:mod:`telo.transaction_checks`) and declarations of kinds not implemented yet
+    (:mod:`telo.manifest.unimplemented`)."""
+    return [*zone_checks(manifest), *step_reference_checks(manifest), *transaction_requirement_checks(manifest),
+            *unimplemented_kinds(manifest)]
 
 
 def zone_checks(manifest: Manifest) -> list[Diagnostic]:

@@ -21,13 +21,16 @@ class RegionReports:
         self.run = run
         self.collapsed = 0
         self.reasons: list[str] = []  # "<zone kind> (<attribute>): <its reason>" per collapsed region
-        self.reported: set[int] = set()
+        # The zones reported, by identity — held, not just their id(): a region's zone is dropped when the region
+        # ends, and CPython hands the next region's zone the same id, which then read as "reported already"
+        # (two collapsed transactions in a row counted as one, or not, by the allocator's whim).
+        self.reported: dict[int, object] = {}
 
     def report(self, report: ZoneReport) -> None:
         key = id(report.zone)
         if key in self.reported:
             return
-        self.reported.add(key)
+        self.reported[key] = report.zone
         attrs: dict[str, Any] = {
             "durable.run": self.run,
             "durable.zone": report.zone.kind,

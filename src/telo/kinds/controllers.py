@@ -26,6 +26,7 @@ from . import (
     run,
     schedule,
     sql,
+    sql_connections,
     sql_statements,
     timer,
     workflow,
@@ -41,6 +42,7 @@ _CLASSES: tuple[Any, ...] = (
     journals.SqliteJournal, journals.FileJournal, journals.PostgresJournal,
     sql.Connection, sql.Transaction, sql_statements.Query, sql_statements.Command, sql_statements.Exec,
     sql_statements.Selection,
+    sql_connections.PostgresConnection, sql_connections.SqliteConnection,
     schedule.Cron, schedule.Interval,
 )
 

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from telo.errors import Code, TeloError
 from telo.journal.claims import DEFAULT_TTL_MS, MIN_TTL_MS
 from telo.journal.store import Store
+from telo.kinds.sql import Connection
+from telo.kinds.sql_drivers import SqlTarget
 from telo.runtime.resource import Resource
 from telo.values.plain import parse_cel_duration
 
@@ -93,15 +95,30 @@ class SqliteJournal(Journal):
     def open(self) -> Store:
         from telo.journal.sqlite import SqliteStore
 
-        path = self._path("path")
+        path = self._file()
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         return SqliteStore(path, synchronous=str(self.config.get("synchronous", "FULL")), clock=self.app.clock)
 
+    def _file(self) -> str:
+        """``path``, or the file of the ``SQLite.Connection`` (or sqlite ``Sql.Connection``) named by ``connection``:
+        a ``Sql.Transaction`` on that connection is then journaled per step (same file, spec §8.2)."""
+        if self.config.get("connection") is None:
+            return self._path("path")
+        target = _connection_target(self, "sqlite", "a SQLite.Connection (or a Sql.Connection to a SQLite file)")
+        if target.location == ":memory:":
+            raise TeloError(Code.JOURNAL_CONFIG_INVALID, f"{self.kind} {self.name!r}.connection: an in-memory "
+                            "database cannot hold a journal (it is gone when the process ends)",
+                            hint="give the SQLite.Connection a `file`, or the journal a `path`")
+        return target.location
+
     def local_path(self) -> str | None:
-        return self._path("path")
+        return self._file()
 
     def snapshot(self) -> Any:
-        return {"path": self.config.get("path") if isinstance(self.config.get("path"), str) else None}
+        raw = self.config.get("path")
+        if raw is None and self.config.get("connection") is not None:
+            return {"path": self._file()}
+        return {"path": raw if isinstance(raw, str) else None}
 
 
 class FileJournal(Journal):
@@ -127,7 +144,9 @@ class PostgresJournal(Journal):
 
         url = self.config.get("url")
         if url is None and self.config.get("connection") is not None:
-            url = self.app.resource_for(self.config["connection"]).snapshot().get("url")
+            # a Postgres.Connection (or a postgresql:// Sql.Connection): the journal opens its own connections to
+            # that database, and a Sql.Transaction on the connection is journaled per step (spec §8.2)
+            url = _connection_target(self, "postgres", "a Postgres.Connection").location
         url = compile_time(self.app, url, f"{self.kind} {self.name!r}.url")
 
         def field(key: str, default: Any) -> Any:  # compile-time fields (kinds/specs/journals.py): CEL allowed
@@ -139,3 +158,14 @@ class PostgresJournal(Journal):
         return PostgresStore(str(url), table=str(field("table", "telo_durable")),
                              create_table=bool(field("createTable", True)),
                              notify_channel=None if channel is None else str(channel), clock=self.app.clock)
+
+
+def _connection_target(journal: Journal, driver: str, wanted: str) -> SqlTarget:
+    """The database of the connection ``journal.connection`` names, which must be a ``driver`` one."""
+    where = f"{journal.kind} {journal.name!r}.connection"
+    resource = journal.app.resource_for(journal.config["connection"], where=where)
+    target = resource.target if isinstance(resource, Connection) else None
+    if target is None or target.driver != driver:
+        raise TeloError(Code.JOURNAL_CONFIG_INVALID, f"{where}: {resource.name!r} ({resource.kind}) is not {wanted}",
+                        hint=f"name {wanted} there")
+    return target

@@ -118,6 +118,17 @@ class Connection(Resource):
                 return self._idle.pop()
         return drivers.connect(self.target)
 
+    async def acquire(self) -> Any:
+        """:meth:`take` for the kinds, on the event loop: a connection for one statement or one transaction, given
+        back with :meth:`release`. Call this, not ``take`` on a worker thread: a bounded connection
+        (``Postgres.Connection``'s pool, an in-memory ``SQLite.Connection``) makes it wait, and its subclass waits
+        apart from the loop's few default worker threads — which the holders need to finish and give theirs back
+        — and gives back a connection handed out after its caller was cancelled (telo.kinds.sql_connections)."""
+        return await asyncio.to_thread(self.take)
+
+    async def release(self, conn: Any) -> None:
+        await asyncio.to_thread(self.give, conn)
+
     def give(self, conn: Any) -> None:
         if not drivers.healthy(conn) or drivers.in_transaction(conn):
             drivers.close(conn)  # a connection left mid-transaction must not leak it into the next user
@@ -195,7 +206,7 @@ class Transaction(OnConnection):
             manager = drivers.plain_transaction(conn.target, enclosing.connection, enclosing.lock, nested=True)
             journaled = False
         else:
-            opened = await asyncio.to_thread(conn.take)
+            opened = await conn.acquire()
             manager = drivers.plain_transaction(conn.target, opened, threading.RLock(), nested=False)
             journaled = False
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": body_inputs, "steps": {}}
@@ -217,7 +228,7 @@ class Transaction(OnConnection):
             raise
         finally:
             if opened is not None:
-                await asyncio.to_thread(conn.give, opened)
+                await conn.release(opened)
         if self.body_ref:
             return scope["steps"].get(BODY_STEP, {}).get("result")
         return {"steps": scope["steps"]}

@@ -1,5 +1,6 @@
-"""The database drivers behind the ``sql`` kinds: the one place outside ``journal/`` that imports ``sqlite3`` and
-``psycopg`` (docs/design.md, "The sql kinds' drivers").
+"""The database drivers behind the ``sql`` kinds: with :mod:`telo.kinds.sql_pool` (the bounded pools of
+``Postgres.Connection`` and an in-memory ``SQLite.Connection``), the one place outside ``journal/`` that imports
+``sqlite3`` and ``psycopg`` (docs/design.md, "The sql kinds").
 
 Everything driver-specific lives here, so :mod:`telo.kinds.sql` reads as the kinds' semantics only:
 

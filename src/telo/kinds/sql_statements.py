@@ -50,14 +50,13 @@ class _OnConnection(OnConnection):
 
             return await asyncio.to_thread(on_tx)
 
-        def alone() -> Rows:
-            db = conn.take()
-            try:
-                return drivers.execute(db, text, params, rows=rows)
-            finally:
-                conn.give(db)
-
-        return await asyncio.to_thread(alone)
+        # waiting for a pooled connection must not hold one of the loop's worker threads: the holders need
+        # them to run their statements and give theirs back (Connection.acquire)
+        db = await conn.acquire()
+        try:
+            return await asyncio.to_thread(drivers.execute, db, text, params, rows=rows)
+        finally:
+            await conn.release(db)
 
 
 class _Statement(_OnConnection):

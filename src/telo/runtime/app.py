@@ -135,7 +135,10 @@ class Application:
         created: list[Resource] = []
         for decl in decls:
             factory = self._controllers.get(decl.kind)
-            if factory is None:
+            if factory is None or decl.spec.unimplemented:
+                if decl.spec.unimplemented:  # declared so manifests load, refused here too (static checks skipped)
+                    raise TeloError(Code.KIND_NOT_IMPLEMENTED, f"{decl.pos}: {decl.alias_kind} {decl.name!r}: "
+                                    f"{decl.spec.not_implemented()}", hint=decl.spec.unimplemented_hint or None)
                 if decl.spec.capability in ("type", "abstract"):
                     continue
                 raise TeloError(Code.KIND_NOT_IMPLEMENTED, f"{decl.pos}: kind {decl.kind} is not implemented by "

@@ -40,7 +40,11 @@ SQLITE = KindSpec(
     config(
         {
             "path": compile_time(type="string", minLength=1, **{"x-telo-type": "Telo.HostPath"},
-                                 description="The database file (created if missing), relative to the manifest."),
+                                 description="The database file (created if missing), relative to the manifest "
+                                             "(or give `connection`)."),
+            "connection": ref("Sql.Connection",  # a SQLite.Connection (or a Sql.Connection to a SQLite file)
+                              description="A `SQLite.Connection` whose file holds the journal (or give `path`): "
+                                          "a `Sql.Transaction` on it is journaled per step."),
             # FULL by default: a commit is on disk before a step is reported done (docs/design.md).
             "synchronous": compile_time(enum=["OFF", "NORMAL", "FULL", "EXTRA"], default="FULL",
                                         description="SQLite's `synchronous` pragma: `FULL` puts a commit on disk "
@@ -48,10 +52,10 @@ SQLITE = KindSpec(
                                                     "for speed."),
             "claimTtl": _CLAIM_TTL,
         },
-        ("path",),
+        oneOf=exactly_one("path", "connection"),
     ),
     "provider", extends=_CONTRACT,
-    description="The embedded default journal: one SQLite file in WAL mode.",
+    description="The embedded default journal: one SQLite file in WAL mode (exactly one of `path` or `connection`).",
     example="""\
 kind: DurableJournalSqlite.Journal
 metadata: { name: runs }
@@ -63,8 +67,10 @@ POSTGRES = KindSpec(
     "DurableJournalPostgres", "Journal",
     config(
         {
-            "connection": ref("Sql.Connection",  # upstream: a Postgres.Connection
-                              description="A `Sql.Connection` to the database (or give `url`)."),
+            "connection": ref("Sql.Connection",  # upstream: a Postgres.Connection (ours: a postgresql:// url too)
+                              description="A `Postgres.Connection` to the database (or give `url`): the journal "
+                                          "opens its own connections to it, and a `Sql.Transaction` on that "
+                                          "connection is journaled per step, inside the transaction."),
             "url": compile_time(type="string", minLength=1,  # ours: connect without a Sql.Connection
                                 description="A `postgresql://` URL (or give `connection`)."),
             "table": compile_time(type="string", pattern=NAME_PATTERN, default="telo_durable",

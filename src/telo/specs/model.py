@@ -58,6 +58,10 @@ class KindSpec:
     document of a library kind. ``fields`` is derived from ``schema``. ``description`` and ``example`` (a YAML
     resource document) are what the generated reference prints (docs/kinds/, :mod:`telo.specs.reference`); each
     field's own text is the ``description`` of its schema.
+
+    ``unimplemented`` marks a kind telo knows but does not implement yet, saying what it would provide
+    (``declarative schema and migrations``): its spec lets upstream manifests load, and every declaration of it
+    is an error of ``telo check`` and of every boot, ERR_KIND_NOT_IMPLEMENTED, hinting at ``unimplemented_hint``.
     """
 
     module: str
@@ -72,6 +76,8 @@ class KindSpec:
     fields: Mapping[str, FieldSpec] = field(default_factory=dict)
     description: str = ""
     example: str = ""
+    unimplemented: str = ""
+    unimplemented_hint: str = ""
 
     def __post_init__(self) -> None:
         if self.capability not in CAPABILITIES:
@@ -103,6 +109,10 @@ class KindSpec:
     def violates_zone(self) -> Mapping[str, str] | None:
         raw = self.schema.get("x-telo-violates-zone")
         return raw if isinstance(raw, Mapping) else None
+
+    def not_implemented(self) -> str:
+        """The refusal of a declaration of an unimplemented kind (empty for a kind telo implements)."""
+        return f"{self.canonical} ({self.unimplemented}) is not implemented by telo yet" if self.unimplemented else ""
 
     def body_fields(self) -> list[FieldSpec]:
         """The step-list fields, in schema order."""

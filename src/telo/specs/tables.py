@@ -14,6 +14,7 @@ from .python import PYTHON
 from .run import RUN
 from .scheduler import SCHEDULER
 from .sql import SQL
+from .sql_backends import POSTGRES, SQL_SQLITE, SQLITE
 from .telo import TELO
 from .test import TEST
 from .timer import TIMER
@@ -21,8 +22,9 @@ from .timer import TIMER
 BUILTIN_MODULES: Mapping[str, ModuleSpec] = {
     m.import_name: m
     for m in (RUN, CONSOLE, TIMER, DURABLE, DURABLE_LOCAL, JOURNAL_FILE, JOURNAL_SQLITE, JOURNAL_POSTGRES,
-              PYTHON, ASSERT, SQL, TEST, SCHEDULER)
+              PYTHON, ASSERT, SQL, POSTGRES, SQLITE, SQL_SQLITE, TEST, SCHEDULER)
 }
+# `sqlite` before `sql-sqlite`: a library named `SQLite` (upstream's copy of either) is the newer module, a superset.
 
 # Every built-in kind by canonical name (`DurableLocal.Workflow`), the `Telo.*` kinds included.
 BUILTIN_KINDS: Mapping[str, KindSpec] = {

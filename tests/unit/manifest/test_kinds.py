@@ -26,6 +26,9 @@ def test_modules_and_canonical_names() -> None:
         "python": ("Python", {"Function"}),
         "assert": ("Assert", {"Equals", "Events", "Manifest"}),
         "sql": ("Sql", {"Connection", "Transaction", "Query", "Command", "Exec", "Selection"}),
+        "postgres": ("Postgres", {"Connection", "Table", "Schema"}),
+        "sqlite": ("SQLite", {"Connection", "Table", "Schema"}),
+        "sql-sqlite": ("SQLite", {"Connection"}),
         "test": ("Test", {"Suite"}),
     }
     # (modules registered from Python by other tests in this process are not telo's own)
