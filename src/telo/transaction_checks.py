@@ -34,6 +34,11 @@ def transaction_requirement_checks(manifest: Manifest) -> list[Diagnostic]:
     if not any(d.kind in STATEMENTS and d.config.get("transaction") is not None for d in decls):
         return []
     walk = _Walk(manifest, modules)
+    for target in manifest.application.targets:  # run at boot outside every transaction, whoever else reaches them
+        ref = target.ref if target.ref is not None else (target.step or {}).get("invoke")
+        started = walk.resolve(ref, None) if isinstance(ref, Ref) else None
+        if started is not None:
+            walk.visit(started, frozenset(), ("targets", f"{started.alias_kind} {started.name!r}"), ref)
     reached = {id(target) for d in decls for _, target, _ in walk.edges(d)}
     for decl in decls:
         entry = conforms(decl.spec, "Durable.Run", manifest.canonical_kinds) or id(decl) not in reached
@@ -62,13 +67,14 @@ class _Walk:
         self.seen: set[tuple[int, frozenset[int]]] = set()
         self.found: dict[int, Diagnostic] = {}
 
-    def resolve(self, ref: Ref, decl: ResourceDecl) -> ResourceDecl | None:
+    def resolve(self, ref: Ref, decl: ResourceDecl | None) -> ResourceDecl | None:
+        """What ``ref`` names from inside ``decl`` (``None``: from the application's header)."""
         owner: ResourceDecl | None = decl
         while ref.alias is None and owner is not None:  # `with:`-scoped names first
             if ref.name in owner.scoped:
                 return owner.scoped[ref.name]
-            owner = self.modules[decl.module].resources.get(owner.owner) if owner.owner else None
-        module = self.modules.get(decl.module, self.manifest)
+            owner = self.modules[owner.module].resources.get(owner.owner) if owner.owner else None
+        module = self.modules.get(decl.module, self.manifest) if decl is not None else self.manifest
         try:
             return module.resolve(ref)
         except KeyError:

@@ -21,16 +21,17 @@ class RegionReports:
         self.run = run
         self.collapsed = 0
         self.reasons: list[str] = []  # "<zone kind> (<attribute>): <its reason>" per collapsed region
-        # The zones reported, by identity — held, not just their id(): a region's zone is dropped when the region
-        # ends, and CPython hands the next region's zone the same id, which then read as "reported already"
-        # (two collapsed transactions in a row counted as one, or not, by the allocator's whim).
-        self.reported: dict[int, object] = {}
+        # The zones reported, by serial — not id(): a region's zone is dropped when the region ends, and CPython
+        # hands the next region's zone the same id, which then read as "reported already" (two collapsed
+        # transactions in a row counted as one, or not, by the allocator's whim); nor the zones themselves, which
+        # hold their transaction and would pile up in a long loop of them.
+        self.reported: set[int] = set()
 
     def report(self, report: ZoneReport) -> None:
-        key = id(report.zone)
+        key = report.zone.serial
         if key in self.reported:
             return
-        self.reported[key] = report.zone
+        self.reported.add(key)
         attrs: dict[str, Any] = {
             "durable.run": self.run,
             "durable.zone": report.zone.kind,

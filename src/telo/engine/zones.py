@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import count
 from typing import Any, Final
 
 REPLAYED: Final = "replayed"
 IDEMPOTENT: Final = "idempotent"
 ATOMIC: Final = "atomic"
 NO_SUSPEND: Final = "noSuspend"
+_SERIALS = count(1)  # next() on itertools.count is atomic under the GIL
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -30,6 +32,9 @@ class Zone:
     resource: str | None = None
     transaction: Any = None
     data: Mapping[str, Any] = field(default_factory=dict)
+    # unique in the process, unlike id(): what a report keys the zone by without keeping it (and its
+    # transaction) alive (telo.durable.regions)
+    serial: int = field(default_factory=lambda: next(_SERIALS))
 
     def has(self, attribute: str) -> bool:
         return attribute in self.attributes

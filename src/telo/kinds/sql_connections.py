@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,7 @@ class PostgresConnection(Connection):
         super().__init__(app, name, config, module)
         self._connection_string: str | None = None
         self._pg_pool: sql_pool.PgPool | None = None
+        self._slots: sql_pool.Slots | None = None
 
     @property
     def where(self) -> str:
@@ -120,10 +121,28 @@ class PostgresConnection(Connection):
     def give(self, conn: Any) -> None:
         self.pool.give(conn)
 
+    @property
+    def slots(self) -> sql_pool.Slots:
+        if self._slots is None:
+            pool = self.pool
+            self._slots = sql_pool.Slots(pool.bounds.max, pool.bounds.timeout_s, pool.exhausted, self._closed_error)
+        return self._slots
+
     async def acquire(self) -> Any:
-        return await sql_pool.wait_apart(self.take, self.give)
+        return await _acquire(self.slots, self.take, self.give)
+
+    async def release(self, conn: Any) -> None:
+        try:
+            await super().release(conn)
+        finally:
+            self.slots.leave()
+
+    def _closed_error(self) -> TeloError:
+        return TeloError(Code.SQL_FAILED, f"{self.where} is closed")
 
     async def teardown(self) -> None:
+        if self._slots is not None:
+            self._slots.close()
         if self._pg_pool is not None:
             await asyncio.to_thread(self._pg_pool.close)
 
@@ -137,6 +156,7 @@ class SqliteConnection(Connection):
         super().__init__(app, name, config, module)
         self._location: str | None = None
         self._one: sql_pool.OneConnection | None = None
+        self._slots: sql_pool.Slots | None = None
 
     @property
     def location(self) -> str:
@@ -192,12 +212,42 @@ class SqliteConnection(Connection):
         else:
             super().give(conn)
 
+    @property
+    def slots(self) -> sql_pool.Slots:
+        if self._slots is None:
+            timeout_s = drivers.BUSY_TIMEOUT_MS / 1000
+            self._slots = sql_pool.Slots(1, timeout_s, lambda: TeloError(
+                Code.SQL_FAILED, f"{self.kind} {self.name!r}: the in-memory database stayed held by another "
+                f"statement or transaction for {timeout_s:g} s", hint="an in-memory database is one connection: "
+                "shorten the transactions on it, or give the connection a `file`"),
+                lambda: TeloError(Code.SQL_FAILED, f"{self.kind} {self.name!r} is closed"))
+        return self._slots
+
     async def acquire(self) -> Any:
         if self.memory:
-            return await sql_pool.wait_apart(self.take, self.give)
+            return await _acquire(self.slots, self.take, self.give)
         return await super().acquire()
 
+    async def release(self, conn: Any) -> None:
+        try:
+            await super().release(conn)
+        finally:
+            if self.memory:
+                self.slots.leave()
+
     async def teardown(self) -> None:
+        if self._slots is not None:
+            self._slots.close()
         if self._one is not None:
             self._one.close()
         await super().teardown()
+
+
+async def _acquire(slots: sql_pool.Slots, take: Callable[[], Any], give: Callable[[Any], None]) -> Any:
+    """A slot, then a connection (:mod:`telo.kinds.sql_pool`); the slot is freed again if no connection comes."""
+    await slots.enter()
+    try:
+        return await sql_pool.wait_apart(take, give)
+    except BaseException:
+        slots.leave()
+        raise

@@ -10,10 +10,12 @@
   time (a second connection would be another, empty, database).
 * :func:`check_connection_string`, :func:`scrub` — a ``connectionString`` libpq cannot read is refused at boot,
   and no message shows its password (libpq's own may quote it).
-* :func:`wait_apart` — how an async caller waits for either: on a thread of this module's own, never one of the
-  event loop's few default worker threads, which the holders need to run their statements, BEGIN and COMMIT and
-  so give their connections back; and a connection handed out to a caller cancelled meanwhile is given back, not
-  lost to the pool for good.
+* :class:`Slots` and :func:`wait_apart` — how an async caller waits for either: first for one of the resource's
+  ``max`` slots, on the event loop (an ``asyncio.Semaphore``, so a waiter holds no thread at all: waiters on
+  one connection never starve the holders of another, as they did while waiting in the pool on a shared set of
+  threads); then, holding a slot, ``take()`` — which no longer waits for capacity, only for connecting — on a
+  thread of this module's own, never one of the event loop's few default worker threads; a connection handed
+  out to a caller cancelled meanwhile is given back, not lost to the pool for good.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
@@ -33,8 +36,8 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from telo.errors import Code, TeloError
 from telo.journal.redact import MASK, redact
 
-# Waits for a bounded pool's connection, from every connection of the process. More waiters than threads queue
-# here, holding nothing: a waiter never keeps a holder from finishing.
+# Where a caller holding one of its resource's Slots takes its connection: it waits here only for connecting, never
+# for a holder to give one back (the Slots did that on the loop), so no set of waiters can starve a holder.
 _WAITERS = ThreadPoolExecutor(max_workers=32, thread_name_prefix="telo-sql-wait")
 FOREVER_S = 365 * 86_400.0  # "0: no limit" (threading's waits refuse infinity)
 
@@ -93,13 +96,16 @@ class PgPool:
         except PoolClosed:  # the application stopped while this caller waited
             raise TeloError(Code.SQL_FAILED, f"{self._where} is closed") from None
         except PoolTimeout as exc:
-            seconds = self.bounds.timeout_s
-            raise TeloError(
-                Code.SQL_FAILED,
-                f"{self._where}: no connection to {self._shown} within {seconds:g} s: all {self.bounds.max} of the "
-                "pool are in use, or the database cannot be reached (psycopg.pool logs why)",
-                hint="raise pool.max or pool.connectionTimeoutMs, or hold connections for less time",
-                data={"driver": "postgres", "max": self.bounds.max}) from exc
+            raise self.exhausted() from exc
+
+    def exhausted(self) -> TeloError:
+        """No connection within the pool's timeout."""
+        return TeloError(
+            Code.SQL_FAILED,
+            f"{self._where}: no connection to {self._shown} within {self.bounds.timeout_s:g} s: all {self.bounds.max} "
+            "of the pool are in use, or the database cannot be reached (psycopg.pool logs why)",
+            hint="raise pool.max or pool.connectionTimeoutMs, or hold connections for less time",
+            data={"driver": "postgres", "max": self.bounds.max})
 
     def give(self, conn: Any) -> None:
         """Back to the pool, which rolls back a transaction left open and drops a broken connection."""
@@ -164,6 +170,44 @@ class OneConnection:
         self._free.release()  # a taker still waiting wakes, finds it closed and wakes the next (take's except)
 
 
+class Slots:
+    """At most ``size`` holders of a bounded connection at once, waited for on the event loop (module docstring):
+    :meth:`enter` waits up to ``timeout_s`` and raises ``refuse()`` past it; :meth:`leave` frees one;
+    :meth:`close` (the resource's teardown) wakes every waiter at once with ``closed()``."""
+
+    def __init__(self, size: int, timeout_s: float, refuse: Callable[[], TeloError],
+                 closed: Callable[[], TeloError]) -> None:
+        self._size, self._timeout_s, self._refuse, self._closed_error = size, timeout_s, refuse, closed
+        self._free: asyncio.Semaphore | None = None  # made on first use, on the loop that uses it
+        self._waiting = 0
+        self._closed = False
+
+    async def enter(self) -> None:
+        if self._free is None:
+            self._free = asyncio.Semaphore(self._size)
+        if self._closed:
+            raise self._closed_error()
+        self._waiting += 1
+        try:
+            await asyncio.wait_for(self._free.acquire(), None if self._timeout_s >= FOREVER_S else self._timeout_s)
+        except TimeoutError:
+            raise self._refuse() from None
+        finally:
+            self._waiting -= 1
+        if self._closed:
+            self._free.release()  # woken by close: pass the wake-up on
+            raise self._closed_error()
+
+    def leave(self) -> None:
+        if self._free is not None:
+            self._free.release()
+
+    def close(self) -> None:
+        self._closed = True
+        if self._free is not None and self._waiting:
+            self._free.release()  # each woken waiter releases again for the next (enter)
+
+
 async def wait_apart(take: Callable[[], Any], give: Callable[[Any], None]) -> Any:
     """``take()`` awaited on a thread of this module's own (module docstring); if the caller is cancelled while it
     waits, a connection handed out afterwards goes straight back through ``give``."""
@@ -195,9 +239,14 @@ def scrub(text: str, url: str) -> str:
     """``text`` with the password of ``url`` hidden: every URL password :func:`telo.journal.redact.redact` finds,
     and the literal password wherever else the text repeats it."""
     found = _PASSWORD.match(url)
-    password = found.group(1) if found else ""
+    passwords = [found.group(1)] if found else []
+    # libpq also takes it as a query parameter (…?password=…), and quotes a bad %-escape of it verbatim
+    passwords += [m.group(1) for m in _QUERY_PASSWORD.finditer(url)]
     text = redact(text)
-    return text.replace(password, MASK) if password else text
+    for password in sorted({p for p in passwords if p}, key=len, reverse=True):
+        text = text.replace(password, MASK).replace(unquote(password, errors="replace"), MASK)
+    return text
 
 
 _PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://[^:/?#@]*:(.*)@", re.DOTALL)
+_QUERY_PASSWORD = re.compile(r"[?&]password=([^&#]*)")

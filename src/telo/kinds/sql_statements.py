@@ -17,18 +17,26 @@ Results: ``{rows, rowCount}`` (Query: the rows returned; Command: the rows affec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from telo.errors import Code, TeloError
 from telo.kinds import sql_drivers as drivers
 from telo.kinds.sql import OnConnection, open_transaction
 from telo.kinds.sql_text import is_bound, positional, render_bound, selection
+from telo.manifest import SqlText
 from telo.runtime.contracts import contract_for
 from telo.runtime.resource import Host
 
 Rows = tuple[list[dict[str, Any]], int]
 PARAM_INVALID = Code.SQL_PARAM_INVALID
+_RELEASING: set[asyncio.Task[None]] = set()  # releases scheduled after a cancelled statement (held till done)
+
+
+def _later(release: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(release)
+    _RELEASING.add(task)
+    task.add_done_callback(_RELEASING.discard)
 
 
 class _OnConnection(OnConnection):
@@ -53,10 +61,15 @@ class _OnConnection(OnConnection):
         # waiting for a pooled connection must not hold one of the loop's worker threads: the holders need
         # them to run their statements and give theirs back (Connection.acquire)
         db = await conn.acquire()
+        running = asyncio.ensure_future(asyncio.to_thread(drivers.execute, db, text, params, rows=rows))
         try:
-            return await asyncio.to_thread(drivers.execute, db, text, params, rows=rows)
+            return await asyncio.shield(running)
         finally:
-            await conn.release(db)
+            if running.done():
+                await conn.release(db)
+            else:  # cancelled: the statement runs on in its thread (a driver call cannot be interrupted) — its
+                # connection goes back when it ends, not now, or another holder would run on it at the same time
+                running.add_done_callback(lambda _: _later(conn.release(db)))
 
 
 class _Statement(_OnConnection):
@@ -64,7 +77,9 @@ class _Statement(_OnConnection):
 
     async def init(self) -> None:
         fixed = self.config.get("sql")
-        self.fixed_sql = str(fixed) if fixed is not None else None
+        # a `!sql` text in the declaration is a bound statement evaluated per call (its ${{ }} see `inputs`)
+        self.bound_sql = self.field("sql") if isinstance(fixed, SqlText | Mapping) else None
+        self.fixed_sql = str(fixed) if fixed is not None and self.bound_sql is None else None
         self.params = self.field("params")
         self.defaults = self.field("inputs")
 
@@ -80,6 +95,11 @@ class _Statement(_OnConnection):
                                     else call)
         driver = self.connection.target.driver
         sql, bindings = call.get("sql"), call.get("bindings")
+        if self.bound_sql is not None:
+            if self.params is not None:
+                raise TeloError(PARAM_INVALID, f"{self.where}: a !sql statement binds its own values; `params` "
+                                "cannot be given beside it", hint="drop `params`")
+            sql = self.bound_sql.evaluate(self.call_scope(inputs))
         if is_bound(sql):
             if bindings is not None:
                 raise TeloError(PARAM_INVALID, f"{self.where}: a !sql statement binds its own values; `bindings` "

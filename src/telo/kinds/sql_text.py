@@ -32,10 +32,12 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
 # What a PostgreSQL statement holds that a `$n` scan must step over: quoted literals and identifiers,
 # dollar-quoted bodies, comments — and the `$n` placeholders themselves.
 _PG_TOKENS = re.compile(
-    r"'(?:[^']|'')*'"  # 'text' ('' inside)
+    r"[A-Za-z_][A-Za-z0-9_]*\$[A-Za-z0-9_$]*"  # an identifier holding a `$` (price$1): not a placeholder
+    r"|[Ee]'(?:[^'\\]|\\.|'')*'"  # E'text' (backslash escapes, \' inside)
+    r"|'(?:[^']|'')*'"  # 'text' ('' inside)
     r"|\"(?:[^\"]|\"\")*\""  # "identifier"
     r"|--[^\n]*"  # -- comment
-    r"|/\*.*?\*/"  # /* comment */
+    r"|/\*.*?\*/"  # /* comment */ (not nested)
     r"|(\$[A-Za-z_]?[A-Za-z0-9_]*\$).*?\1"  # $tag$ body $tag$ (and $$ body $$)
     r"|\$(\d+)",  # $1
     re.DOTALL,
@@ -79,6 +81,9 @@ def positional(driver: Driver, sql: str, bindings: Sequence[Any], where: str) ->
         params.append(bindings[index - 1])
         cursor = match.end()
     if not params:  # psycopg reads % only when parameters are passed
+        if bindings:
+            raise TeloError(PARAM_INVALID, f"{where}: `bindings` has {len(bindings)} value(s), but the statement "
+                            "has no $n placeholder", hint="write $1, $2 … where the values go, or drop `bindings`")
         return sql, []
     out.append(sql[cursor:].replace("%", "%%"))
     return "".join(out), params

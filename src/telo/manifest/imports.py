@@ -7,8 +7,9 @@ prefix. A ref resolves, in this order, to:
    (``../../modules/durable-local``: upstream's own tests import modules so, and those directories hold
    Node controllers this runtime replaces) or ``oci://…/<name>@<version>``; a relative path whose resolved
    directory has a built-in module's name (``../`` from ``modules/durable-local/tests``), or holds a library
-   whose ``metadata.name`` is a built-in module's (``DurableLocal``), names that module too — the library
-   there, written for the Node runtime, is never loaded;
+   written for another runtime (its kinds name ``controllers``) whose ``metadata.name`` is a built-in
+   module's (``DurableLocal``), names that module too — the library there is never loaded. A library of the
+   user's own (no ``controllers``) is theirs, whatever it is named;
 2. a ``Telo.Library`` directory (one with a ``telo.yaml``), or a library's YAML file, by path relative to
    the importing file — or a ``Telo.Application``'s file, which exports every kind and module-level resource
    it declares (a test manifest importing the application under test; the loader's ``_load_library``).
@@ -93,22 +94,22 @@ def resolve_one(ref: str, directory: Path, pos: Pos, load_library: LoadLibrary) 
     if is_path(ref):
         target = (directory / ref).resolve()
         # upstream's own tests import their module as `../` (from modules/durable-local/tests): the resolved
-        # directory's name is the module's
-        builtin = BUILTIN_MODULES.get(target.name) if target.is_dir() else None
-        if builtin is not None:
-            return builtin
+        # directory's name, or the name of the library there, is the module's
+        by_directory = BUILTIN_MODULES.get(target.name) if target.is_dir() else None
         library_file = target / LIBRARY_FILE if target.is_dir() else target
-        if library_file.is_file():
-            header = peek_library(library_file)
-            builtin = builtin_named(header.name)
-            if builtin is not None:
-                return builtin  # upstream's copy of a module telo ships: its Node controllers are not read
-            if header.controllers:
-                return (f"{ref!r} is the library {header.name or library_file.name!r}, written for another runtime "
-                        f"(its kinds name the controllers {', '.join(header.controllers[:2])}), and telo has no "
-                        "implementation of it")
-            return load_library(library_file, pos)
-        return f"{ref!r} is neither a built-in module nor a library directory (no {target / LIBRARY_FILE})"
+        if not library_file.is_file():
+            if by_directory is not None:
+                return by_directory
+            return f"{ref!r} is neither a built-in module nor a library directory (no {target / LIBRARY_FILE})"
+        header = peek_library(library_file)
+        if not header.controllers:
+            return load_library(library_file, pos)  # a library of the user's own, whatever its name
+        builtin = builtin_named(header.name) or by_directory
+        if builtin is not None:
+            return builtin  # upstream's copy of a module telo ships: its Node controllers are not read
+        return (f"{ref!r} is the library {header.name or library_file.name!r}, written for another runtime "
+                f"(its kinds name the controllers {', '.join(header.controllers[:2])}), and telo has no "
+                "implementation of it")
     return f"{ref!r} names no built-in module"
 
 

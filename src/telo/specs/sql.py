@@ -69,10 +69,11 @@ _STATEMENT_FIELDS = {
                                    "check` reports a path that reaches it outside one."),
     "inputs": runtime(type="object", description="Default call inputs (`sql`, `bindings`, or named parameters), "
                                                  "under the call's own."),
-    "sql": {"type": "string", "minLength": 1,
+    "sql": {"type": ["string", "object"], "minLength": 1,
             "description": "telo: the statement, fixed in the declaration (upstream passes it as the call input "
-                           "`sql`). Placeholders: SQLite `?` (positional) or `:name`; PostgreSQL `%s` or "
-                           "`%(name)s`, filled from `params` or, without `params`, from the call's inputs."},
+                           "`sql`): a `!sql` text, whose `${{ expr }}` parts see the call's `inputs` and are bound; "
+                           "or text with placeholders — SQLite `?` (positional) or `:name`, PostgreSQL `%s` or "
+                           "`%(name)s` — filled from `params` or, without `params`, from the call's inputs."},
     "params": runtime(type=["array", "object"],  # positional or named parameters
                       description="telo: the fixed statement's parameters, a list (positional) or a mapping "
                                   "(named)."),

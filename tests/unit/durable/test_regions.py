@@ -19,3 +19,20 @@ def test_regions_entered_one_after_another_are_each_counted() -> None:
         del zone
         gc.collect()
     assert regions.collapsed == 5 and len(regions.reasons) == 5
+
+
+def test_a_reported_region_is_not_kept_alive() -> None:
+    """Holding every reported zone kept each transaction's connection object until the execution ended."""
+    import weakref
+
+    regions = RegionReports("r")
+
+    class Transaction:  # stands for the open driver transaction a Sql.Transaction zone carries
+        pass
+
+    tx = Transaction()
+    gone = weakref.ref(tx)
+    regions.report(ZoneReport(Zone("Sql.Transaction", {ATOMIC: "atomic"}, transaction=tx), ATOMIC, "collapsed"))
+    del tx
+    gc.collect()
+    assert gone() is None and regions.collapsed == 1

@@ -154,7 +154,9 @@ def test_the_pool_bounds_default_as_upstream_and_a_min_above_the_default_max_rai
 
 
 @pytest.mark.parametrize("string", [f"'mysql://app:{PASSWORD}@h/db'", f"'postgresql://app:{PASSWORD}@h:x/db'",
-                                    f"'postgresql://app:{PASSWORD}@h/db?bogus=1'"])
+                                    f"'postgresql://app:{PASSWORD}@h/db?bogus=1'",
+                                    # as a query parameter, a bad %-escape of it quoted by libpq (from review)
+                                    "'postgresql://h/db?user=u&password=s3cr3t%ZZtop'"])
 def test_a_connection_string_libpq_refuses_fails_at_boot_without_its_password(tmp_path: Path, string: str) -> None:
     conn = pg_connection(tmp_path, string)
     with pytest.raises(TeloError) as err:
@@ -320,6 +322,87 @@ def test_more_concurrent_transactions_than_the_loops_threads_all_commit(tmp_path
                                          return_exceptions=True))
 
     assert [r for r in with_app(path, use) if isinstance(r, BaseException)] == []
+
+
+TWO_POOLS = """\
+kind: Pg.Connection
+metadata: { name: a }
+connectionString: !cel variables.pg
+pool: { max: 1, connectionTimeoutMs: 0 }
+---
+kind: Pg.Connection
+metadata: { name: b }
+connectionString: !cel variables.pg
+pool: { max: 1, connectionTimeoutMs: 0 }
+---
+kind: Sql.Query
+metadata: { name: onA }
+connection: !ref a
+---
+kind: Sql.Query
+metadata: { name: onB }
+connection: !ref b
+---
+kind: Sql.Transaction
+metadata: { name: tx }
+connection: !ref a
+steps:
+  - { name: first, invoke: !ref onA, inputs: { sql: "SELECT pg_sleep(0.01)" } }
+  - { name: second, invoke: !ref onB, inputs: { sql: "SELECT 1 AS one" } }
+"""
+
+
+@pytest.mark.postgres
+def test_waiters_on_one_connection_never_starve_the_holder_of_another(tmp_path: Path) -> None:
+    """Waiting in the pool on a shared set of 32 threads, 40 callers waiting for `a` left the transaction holding
+    `a` no thread to take `b`: a deadlock (with a timeout: false "pool exhausted" failures). They wait on the
+    event loop now."""
+    os.environ.setdefault("TELO_TEST_PG_URL", pg_url())
+    path = write(tmp_path, TWO_POOLS)
+
+    async def use(app: Application) -> list[Any]:
+        return list(await asyncio.wait_for(asyncio.gather(*(call(app, "tx") for _ in range(40))), 60))
+
+    done = with_app(path, use)
+    assert len(done) == 40 and all(r["steps"]["second"]["result"]["rows"] == [{"one": 1}] for r in done)
+
+
+@pytest.mark.parametrize("backend", ["memory", "postgres"])
+def test_a_cancelled_statement_keeps_its_connection_until_it_ends(tmp_path: Path, backend: str) -> None:
+    """The connection went back when the caller was cancelled, while the statement still ran on it in its
+    thread: the next statement then ran on the same connection at the same time (in memory), or the pool closed
+    it under the running query (PostgreSQL)."""
+    if backend == "postgres":
+        os.environ.setdefault("TELO_TEST_PG_URL", pg_url())
+        body = ("kind: Pg.Connection\nmetadata: { name: db }\nconnectionString: !cel variables.pg\n"
+                "pool: { max: 1 }\n")
+        slow, fast = "SELECT pg_sleep(0.6) AS slept", "SELECT 42 AS v"
+    else:
+        body = "kind: Lite.Connection\nmetadata: { name: db }\n"
+        slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) "
+                "SELECT count(*) AS slept FROM c")
+        fast = "SELECT 42 AS v"
+    path = write(tmp_path, body + "---\nkind: Sql.Query\nmetadata: { name: q }\nconnection: !ref db\n")
+
+    async def use(app: Application) -> tuple[float, float, Any]:
+        import time
+
+        slow_call = asyncio.ensure_future(call(app, "q", {"sql": slow}))
+        await asyncio.sleep(0.2)
+        slow_call.cancel()
+        cancelled_at = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await slow_call
+        if backend == "memory":  # the one connection is still lent out: its statement runs on
+            one = app.resources["db"].one  # type: ignore[attr-defined]
+            assert not one._free.acquire(blocking=False)
+        second = await asyncio.wait_for(call(app, "q", {"sql": fast}), 30)
+        return cancelled_at, time.monotonic(), second
+
+    cancelled_at, answered_at, second = with_app(path, use)
+    assert second == {"rows": [{"v": 42}], "rowCount": 1}
+    # the second statement waited for the slow one to end on the connection, rather than sharing it
+    assert answered_at - cancelled_at > 0.15
 
 
 # --- SQLite.Connection -----------------------------------------------------------------------------------------------

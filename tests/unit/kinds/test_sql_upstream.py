@@ -150,6 +150,18 @@ def test_a_transaction_whose_body_is_a_sequence_commits_or_rolls_back_together(d
     assert names(path, table) == ["ok", "ok-2"]  # the failed body's two inserts were rolled back with it
 
 
+def test_a_sql_text_in_the_declaration_is_bound_per_call(db: tuple[str, str, Path]) -> None:
+    """`sql: !sql` in the declaration sent the repr of a Python object to the database."""
+    _, table, path = db
+    path.write_text(path.read_text() + "---\nkind: Sql.Query\nmetadata: { name: byName }\nconnection: !ref db\n"
+                    f"sql: !sql \"SELECT name, qty FROM {table} WHERE name = ${{{{ inputs.name }}}}\"\n"
+                    "---\nkind: Sql.Query\nmetadata: { name: constant }\nconnection: !ref db\n"
+                    "sql: !sql \"SELECT 7 AS seven\"\n")
+    call(path, "command", {"sql": f"INSERT INTO {table} (name, qty) VALUES ('a''b', 2)"})
+    assert call(path, "byName", {"name": "a'b"}) == {"rows": [{"name": "a'b", "qty": 2}], "rowCount": 1}
+    assert call(path, "constant", {}) == {"rows": [{"seven": 7}], "rowCount": 1}
+
+
 def test_a_statement_requiring_a_transaction_refuses_to_run_outside_one(db: tuple[str, str, Path]) -> None:
     _, table, path = db
     with pytest.raises(TeloError) as refused:
@@ -172,9 +184,21 @@ def test_telo_check_reports_a_path_reaching_a_required_transactions_statement_ou
                       "  - { name: direct, invoke: !ref body }\n")
     [d] = [d for d in check(path) if d.severity == "error"]
     assert d.code == "ERR_ZONE_REQUIRED"
+    # a target that is also a transaction's body: run at boot outside the transaction (was not reported)
+    path.write_text(text.replace("imports: { Sql: sql, Run: run }", "imports: { Sql: sql, Run: run }\n"
+                                 "targets: [!ref body]"))
+    [target] = [d for d in check(path) if d.severity == "error"]
+    assert target.code == "ERR_ZONE_REQUIRED" and "targets → Run.Sequence 'body' → Sql.Command 'guarded'" in \
+        target.message
+    path.write_text(text.replace("imports: { Sql: sql, Run: run }", "imports: { Sql: sql, Run: run }\n"
+                                 "targets: [!ref outside]")
+                    + "---\nkind: Run.Sequence\nmetadata: { name: outside }\nsteps:\n"
+                      "  - { name: direct, invoke: !ref body }\n")
+    [d] = [d for d in check(path) if d.severity == "error"]
+    assert d.code == "ERR_ZONE_REQUIRED"
     assert "Sql.Command 'guarded' requires a Sql.Transaction on connection 'db'" in d.message
-    assert "Run.Sequence 'outside' → Run.Sequence 'body' → Sql.Command 'guarded'" in d.message
-    assert d.pos is not None and d.pos.line == text.count("\n") + 6  # the step of `outside` that reaches it
+    assert "targets → Run.Sequence 'outside' → Run.Sequence 'body' → Sql.Command 'guarded'" in d.message
+    assert d.pos is not None and d.pos.line == 4  # the path's first reference: the target that starts it
 
 
 # --- text ---------------------------------------------------------------------------------------------------
@@ -208,6 +232,13 @@ def test_placeholders_in_each_drivers_style() -> None:
         ["B", "A"])
     with pytest.raises(TeloError, match=r"uses \$3, but `bindings` has 2"):
         positional("postgres", "SELECT $3", [1, 2], "q")
+    # from review: an E'' literal's backslash-escaped quote, an identifier holding a $, bindings with no $n
+    assert positional("postgres", "SELECT E'it\\'s $1' AS a, $1 AS b", ["x"], "q") == (
+        "SELECT E'it\\'s $1' AS a, %s AS b", ["x"])
+    assert positional("postgres", "SELECT price$1 FROM t WHERE id = $1", [7], "q") == (
+        "SELECT price$1 FROM t WHERE id = %s", [7])
+    with pytest.raises(TeloError, match=r"`bindings` has 1 value\(s\), but the statement has no \$n"):
+        positional("postgres", "SELECT * FROM t WHERE id = 5", [7], "q")
 
 
 def test_a_selection_quotes_identifiers_and_binds_every_value() -> None:

@@ -112,3 +112,15 @@ def test_an_unresolvable_schema_reference_in_a_users_library_is_a_diagnostic_not
     [d] = caught.value.diagnostics
     assert d.code == "ERR_MANIFEST_VALIDATION_FAILED"
     assert "telo://manifest#/$defs/Step" in d.message and "Mine.Box" in d.message
+
+
+def test_a_library_of_the_users_own_named_like_a_built_in_module_is_theirs(write: Callable[..., Path]) -> None:
+    """A library named Console, without controllers, was replaced by the built-in console module."""
+    write("kind: Telo.Library\nmetadata: {name: Console}\nexports: {kinds: [Greeting]}\n---\n"
+          "kind: Telo.Definition\nmetadata: {name: Greeting}\ncapability: Telo.Type\n", "mylib.yaml")
+    write("kind: Telo.Library\nmetadata: {name: Mine}\n", "timer/telo.yaml")  # a directory named like one too
+    manifest = write("kind: Telo.Application\nmetadata: {name: T}\nimports: {Mine: ./mylib.yaml, T: ./timer/}\n"
+                     "---\nkind: Mine.Greeting\nmetadata: {name: g}\n")
+    m = load_manifest(manifest, env={})
+    assert m.resources["g"].kind == "Console.Greeting"
+    assert m.application.imports["T"] is BUILTIN_MODULES["timer"]  # (a path whose last segment names a module)
