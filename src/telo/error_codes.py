@@ -130,12 +130,20 @@ class Code(StrEnum):
     JOURNAL_IN_TRANSACTION = ("ERR_JOURNAL_IN_TRANSACTION", "a run-lifecycle write was attempted inside an open "
                               "SQLite journal transaction", "make the call before or after the transaction")
     JOURNAL_CONFIG_INVALID = ("ERR_JOURNAL_CONFIG_INVALID", "a journal's configuration is refused (a claimTtl "
-                              "too short or unreadable, a table prefix that is not a plain SQL name)",
+                              "too short or unreadable, a table prefix that is not a plain SQL name, a journal "
+                              "compat mode that is not typed or legacy)",
                               "fix the journal resource's configuration")
     JOURNAL_REQUIRED = ("ERR_JOURNAL_REQUIRED", "a command that reads or operates on runs found no journal: "
                         "no --journal, --manifest, TELO_JOURNAL, TELO_MANIFEST or project file (telo.toml, "
                         "[tool.telo] in pyproject.toml) names one", "name a journal with --journal PATH-or-URL or "
                         "--manifest FILE, set TELO_JOURNAL, or write `journal = \"…\"` in a telo.toml")
+    JOURNAL_LEGACY_UNENCODABLE = ("ERR_JOURNAL_LEGACY_UNENCODABLE", "journal compat legacy (docs/compat.md): a "
+                                  "value plain JSON cannot carry back with its CEL type — a uint, bytes, timestamp, "
+                                  "duration, Telo.Url, an int (on a file or memory journal), NaN or an infinity, a "
+                                  "map with a non-string key — was to be written for a runtime that predates the "
+                                  "codec (data.path points into the value, data.type names its type)",
+                                  "convert it where it is produced (string(t), double(n) …), or write this journal "
+                                  "with typed frames (no --journal-compat / TELO_JOURNAL_COMPAT)")
     JOURNAL_SCHEMA_MISSING = ("ERR_JOURNAL_SCHEMA_MISSING", "the PostgreSQL journal tables lack columns telo "
                               "needs", "let telo create the tables, or migrate them")
     JOURNAL_SCHEMA_NEWER = ("ERR_JOURNAL_SCHEMA_NEWER", "a SQLite journal has a schema version newer than this "

@@ -132,6 +132,20 @@ class TypedFrameUnencodable(ValueError_):
         )
 
 
+class LegacyUnencodable(TypedFrameUnencodable):
+    """Journal compat ``legacy`` (docs/compat.md): plain JSON cannot carry this node of the value back with its
+    CEL type ``type_name`` to a reader that predates the typed frame. ``path`` is its JSON Pointer in the value.
+    A subclass of :class:`TypedFrameUnencodable`, so every writer that re-raises a refusal of the journal's codec
+    at a step path (``ERR_DURABLE_UNJOURNALABLE_VALUE``) re-raises this one too."""
+
+    default_code = Code.JOURNAL_LEGACY_UNENCODABLE
+
+    def __init__(self, message: str, *, path: str, type_name: str, hint: str) -> None:
+        super().__init__(message, path=path, hint=hint)
+        self.type_name = type_name
+        self.data = {"path": path, "type": type_name}
+
+
 class TypedFrameUndecodable(ValueError_):
     """A typed frame is malformed, carries an unknown tag or a non-canonical payload (§6.2).
 

@@ -18,11 +18,14 @@ resource that merely shares a name.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from telo.errors import TargetUndecodable, TargetUnencodable
 
@@ -234,9 +237,52 @@ def journal_target(identity: TargetIdentity) -> dict[str, str]:
 
 def targets_match(recorded: Mapping[str, Any], reached: Mapping[str, Any]) -> bool:
     """Whether a replay reached the target an entry records: kind and name equal, and module equal when both
-    sides have one (an old entry may lack it). A mismatch is ``ERR_JOURNAL_ENTRY_MISMATCH`` (spec §5.3).
+    sides have one (an old entry may lack it) — the same module however its ``file://`` URL is spelled
+    (:func:`same_module`). A mismatch is ``ERR_JOURNAL_ENTRY_MISMATCH`` (spec §5.3).
     """
     if recorded.get("kind") != reached.get("kind") or recorded.get("name") != reached.get("name"):
         return False
     a, b = recorded.get("module"), reached.get("module")
-    return not (_present(a) and _present(b)) or a == b
+    return not (_present(a) and _present(b)) or a == b or same_module(str(a), str(b))
+
+
+# --- a manifest's module URL (docs/compat.md "Module URLs") ----------------------------------------------------
+# The bytes Node's url.pathToFileURL leaves as they are on POSIX: its own escape table (node_url.cc: NUL, tab,
+# LF, CR, space " # % ? [ \ ] ^ | ~) and then the WHATWG URL parser's path percent-encode set (C0 controls,
+# < > ` { } and every byte from 0x7F up) encode every other byte of the path's UTF-8.
+_NODE_KEEP: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._!$&'()*+,;=:@/")
+
+
+def file_url(path: str | os.PathLike[str]) -> str:
+    """A manifest's module URL as the Node runtime spells it (``url.pathToFileURL``): the absolute, normalised
+    path — symlinks NOT resolved, as Node's ``path.resolve`` leaves them — with every byte of its UTF-8 outside
+    ``A-Z a-z 0-9 - . _ ! $ & ' ( ) * + , ; = : @ /`` percent-encoded in upper-case hex. A journal written by
+    either runtime for the same file so records the same ``module``, which an upstream replay compares exactly."""
+    absolute = os.path.abspath(os.fspath(path))
+    if os.name == "nt":  # (Node's Windows rules differ; telo's journals are written on POSIX)
+        from pathlib import Path
+
+        return Path(absolute).as_uri()
+    if absolute.startswith("//"):  # POSIX normpath keeps a leading "//"; path.resolve does not
+        absolute = "/" + absolute.lstrip("/")
+    raw = absolute.encode("utf-8", "surrogateescape")
+    return "file://" + "".join(chr(b) if b in _NODE_KEEP else f"%{b:02X}" for b in raw)
+
+
+def same_module(a: str, b: str) -> bool:
+    """Whether two module refs name one module: equal, or two ``file://`` URLs of one file however spelled —
+    telo's older spelling (symlinks resolved, Python's percent-encoding), Node's, another percent-encoding — so
+    a journal recorded under any of them replays without ``ERR_JOURNAL_ENTRY_MISMATCH``."""
+    if a == b:
+        return True
+    real = _real_file(a)
+    return real is not None and real == _real_file(b)
+
+
+@functools.lru_cache(maxsize=256)
+def _real_file(url: str) -> str | None:
+    """The file a ``file:`` URL names, percent-decoded and with its symlinks resolved; None for another URL."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    return os.path.realpath(urllib.parse.unquote(parts.path, errors="surrogateescape"))

@@ -36,6 +36,7 @@ from telo.api.results import (
 from telo.clock import SYSTEM_CLOCK, Clock, SystemClock
 from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code, TeloError
+from telo.journal.compat import check_mode
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
@@ -65,7 +66,7 @@ class AsyncApp(OperatorActions):
     """
 
     def __init__(self, application: Application, *, journal: Store | None = None, owns_journal: bool = False,
-                 recover: bool = False) -> None:
+                 recover: bool = False, journal_compat: str | None = None) -> None:
         from telo import observability
 
         observability.trace_from_environment()  # TELO_OTEL, read once per process (docs/observability.md)
@@ -73,6 +74,12 @@ class AsyncApp(OperatorActions):
         self.journal_store = journal  # replaces every journal resource's own store
         if journal is not None:
             application.on_create.append(self._use_journal)
+        # How the application's journals write values (telo.journal.compat; docs/compat.md): None, the process's.
+        self.journal_compat = None if journal_compat is None else check_mode(journal_compat, "journal_compat")
+        if self.journal_compat is not None:
+            if journal is not None:
+                journal.journal_compat = self.journal_compat
+            application.on_create.append(self._use_compat)
         self.clock: Clock = application.clock
         self._owns_journal = owns_journal
         self._started = False
@@ -88,14 +95,15 @@ class AsyncApp(OperatorActions):
 
     @classmethod
     def load(cls, source: str | Path | None, *, env: Mapping[str, str] | None = None, journal: str | None = None,
-             clock: Clock | None = None, recover: bool = False) -> AsyncApp:
+             clock: Clock | None = None, recover: bool = False, journal_compat: str | None = None) -> AsyncApp:
         """Load a manifest file, or YAML text (a string containing a newline or ``kind:``; relative paths in
         it resolve against the current directory), or None — no YAML: add workflows with the builder, and
         name the journal (``journal=`` is required then, so runs never land in a file nobody chose). Raises
         :class:`telo.manifest.ManifestLoadError` listing every problem. ``env`` replaces ``os.environ`` for
         ``variables``/``secrets``. ``recover=True``: when the application starts (its first use), continue its
         workflows' due runs, as DBOS's ``launch()`` recovers pending workflows — opt-in, because another
-        process (a worker) may be the one meant to."""
+        process (a worker) may be the one meant to. ``journal_compat="legacy"``: its journals write plain JSON
+        values for a runtime that predates the codec (docs/compat.md; default: ``TELO_JOURNAL_COMPAT``)."""
         clock = clock or SYSTEM_CLOCK
         if source is None and journal is None:
             raise TeloError(Code.JOURNAL_REQUIRED, "an application without a manifest needs journal=",
@@ -106,11 +114,15 @@ class AsyncApp(OperatorActions):
         from telo.kinds.controllers import CONTROLLERS
 
         return cls(Application(manifest, controllers=CONTROLLERS, clock=clock), journal=store,
-                   owns_journal=store is not None, recover=recover)
+                   owns_journal=store is not None, recover=recover, journal_compat=journal_compat)
 
     def _use_journal(self, resource: Resource) -> None:
         if isinstance(resource, Journal) and self.journal_store is not None:
             resource.use_store(self.journal_store)
+
+    def _use_compat(self, resource: Resource) -> None:
+        if isinstance(resource, Journal):
+            resource.journal_compat = self.journal_compat
 
     @property
     def manifest(self) -> Manifest:

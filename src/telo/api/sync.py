@@ -51,10 +51,11 @@ class App:
 
     @classmethod
     def load(cls, source: str | Path | None, *, env: Mapping[str, str] | None = None, journal: str | None = None,
-             clock: Clock | None = None, recover: bool = False) -> App:
+             clock: Clock | None = None, recover: bool = False, journal_compat: str | None = None) -> App:
         """See :meth:`AsyncApp.load`; with ``recover=True`` the application starts, and its due runs are
         continued, before this returns."""
-        app = cls(AsyncApp.load(source, env=env, journal=journal, clock=clock, recover=recover))
+        app = cls(AsyncApp.load(source, env=env, journal=journal, clock=clock, recover=recover,
+                                journal_compat=journal_compat))
         if recover:
             try:
                 app._call(app.aio._ready())
@@ -253,7 +254,8 @@ class App:
 
 
 def load(source: str | Path | None, *, env: Mapping[str, str] | None = None, journal: str | None = None,
-         clock: Clock | None = None, recover: bool = False) -> App:
-    """Load a manifest (a path, or YAML text) as a synchronous :class:`App`; see :meth:`AsyncApp.load`."""
-    return App.load(source, env=env, journal=journal, clock=clock, recover=recover)
+         clock: Clock | None = None, recover: bool = False, journal_compat: str | None = None) -> App:
+    """Load a manifest (a path, or YAML text) as a synchronous :class:`App`; see :meth:`AsyncApp.load`
+    (``journal_compat="legacy"``: journals a runtime that predates the codec reads, docs/compat.md)."""
+    return App.load(source, env=env, journal=journal, clock=clock, recover=recover, journal_compat=journal_compat)
 

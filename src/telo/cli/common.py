@@ -7,6 +7,7 @@ in ``--json``). Command modules import this, never :mod:`telo.cli.main`, which r
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from telo.errors import Code, TeloError
+from telo.journal.compat import ENV as COMPAT_ENV
+from telo.journal.compat import MODES as COMPAT_MODES
 from telo.journal.model import NO_VALUE
 from telo.journal.store import Store
 
@@ -39,6 +42,21 @@ grace_option = click.option(
     "--grace", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS",
     help="On SIGTERM/SIGINT: let running effects finish and record their receipts for this long, start nothing "
     "new, release claims, then exit 128+signal; a second signal stops at once.")
+
+
+def _journal_compat(ctx: click.Context, param: click.Parameter, mode: str | None) -> None:
+    """--journal-compat (or TELO_JOURNAL_COMPAT, which click reads and checks): the process's mode, in
+    TELO_JOURNAL_COMPAT, where every journal this command opens — and every `telo test` child — reads it."""
+    if mode is not None:
+        os.environ[COMPAT_ENV] = mode
+
+
+# Commands that write journals: how values are written (telo.journal.compat; docs/compat.md).
+journal_compat_option = click.option(
+    "--journal-compat", type=click.Choice(COMPAT_MODES), envvar=COMPAT_ENV, expose_value=False,
+    is_eager=True, callback=_journal_compat,
+    help="legacy: write plain JSON values with no codec version, for an upstream runtime that predates the codec, "
+    "refusing what plain JSON cannot carry (docs/compat.md); default: TELO_JOURNAL_COMPAT, else typed.")
 journal_option = click.option("--journal", "journal", metavar="PATH-or-URL",
                               help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist); "
                               "default: TELO_JOURNAL, TELO_MANIFEST, or the nearest telo.toml / [tool.telo].")

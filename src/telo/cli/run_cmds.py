@@ -13,7 +13,15 @@ from pathlib import Path
 
 import click
 
-from telo.cli.common import EXIT_ERROR, EXIT_FAILED, EXIT_USAGE, grace_option, print_diagnostics, report_error
+from telo.cli.common import (
+    EXIT_ERROR,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    grace_option,
+    journal_compat_option,
+    print_diagnostics,
+    report_error,
+)
 from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, TeloError
@@ -35,6 +43,7 @@ CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFES
               help="runs: the exit code says how the durable runs ended (1 failed or cancelled, 4 not settled); "
               "targets: the targets' outcome alone, as upstream (a run is detached).")
 @grace_option
+@journal_compat_option
 def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, ...], as_json: bool, progress: str,
                 exit_on: str, grace: float) -> None:
     """Run a manifest's targets; durable runs it starts are awaited until they settle or park, and each one's
@@ -132,6 +141,7 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
 @click.option("--concurrency", default=3, show_default=True, help="Manifests run at once.")
 @click.option("--filter", "filter_", default=None, help="Only manifests whose path contains this text.")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds before a manifest counts as failed.")
+@journal_compat_option
 def test_command(paths: tuple[str, ...], concurrency: int, filter_: str | None, timeout: float) -> None:
     """Run each test manifest in a fresh child process; a manifest passes iff it exits 0."""
     manifests = [m for m in discover(paths) if filter_ is None or filter_ in str(m)]

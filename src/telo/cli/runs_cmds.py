@@ -19,6 +19,7 @@ from telo.cli.common import (
     echo_hint,
     emit,
     grace_option,
+    journal_compat_option,
     journal_option,
     json_option,
     json_time,
@@ -148,6 +149,7 @@ def result_command(run: str, wait: str | None, journal: str | None, manifest: st
 @journal_option
 @manifest_option
 @json_option
+@journal_compat_option
 def deliver_command(token: str, payload: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Deliver a payload to the run parked on TOKEN; a worker or a resubmission continues it."""
     from telo.operations import actions
@@ -190,6 +192,7 @@ def cancel_command(run: str, reason: str, journal: str | None, manifest: str | N
 @journal_option
 @manifest_option
 @json_option
+@journal_compat_option
 def resume_command(run: str | None, reason: str, force: bool, workflow: str | None, every: bool, dry_run: bool,
                    safe: bool, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Continue a parked run now (an operator override, recorded in the journal); exit 1 when it is not resumed
@@ -232,6 +235,7 @@ def resume_command(run: str | None, reason: str, force: bool, workflow: str | No
 @journal_option
 @manifest_option
 @json_option
+@journal_compat_option
 def resolve_command(run: str, path: str, action: str | None, skip_with: str | None, journal: str | None,
                     manifest: str | None, as_json: bool) -> None:
     """Answer an unconfirmed effect: a step whose outcome is unknown after a crash (see `telo status`)."""
@@ -263,6 +267,7 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
               help="info: a line per run continued, parked or settled; warning: problems only.")
 @click.option("--log-json", is_flag=True, help="One JSON object a line ({time, level, event, …}), for a log shipper.")
 @grace_option
+@journal_compat_option
 def worker_command(manifest: str, interval: str, until_idle: bool, concurrency: int, log_level: str,
                    log_json: bool, grace: float) -> None:
     """Continue due runs of every workflow in MANIFEST (claims make several workers safe on one journal)."""

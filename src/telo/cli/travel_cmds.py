@@ -14,6 +14,7 @@ from telo.cli.common import (
     EXIT_ERROR,
     EXIT_FAILED,
     echo_hint,
+    journal_compat_option,
     journal_option,
     json_option,
     json_time,
@@ -123,6 +124,7 @@ async def admit_scheduled(manifest: str, workflow: str, inputs: tuple[Sequence[s
 @click.option("--input-json", "json_inputs", multiple=True, metavar="KEY=JSON", help="A workflow input given as JSON.")
 @click.option("--run-id", "run_id", default=None, help="The run's id (default: the workflow's runId rule).")
 @json_option
+@journal_compat_option
 def schedule_command(manifest: str, workflow: str, after: str | None, at: str | None, inputs: tuple[str, ...],
                      json_inputs: tuple[str, ...], run_id: str | None, as_json: bool) -> None:
     """Admit a scheduled run of WORKFLOW; a worker (`telo worker MANIFEST`) starts it when it is due."""

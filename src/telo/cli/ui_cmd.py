@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from telo.cli.common import journal_compat_option
 from telo.errors import Code, TeloError
 
 
@@ -69,6 +70,7 @@ def dashboard_journal(journal: str | None) -> str:
 @click.option("--manifest", "manifest", default=None, metavar="PATH",
               type=click.Path(exists=True, dir_okay=False),
               help="Show and operate this manifest's schedules on /schedules (its journal is the --journal served).")
+@journal_compat_option
 @click.pass_context
 def ui_command(ctx: click.Context, journal: str | None, host: str, port: int, token: str | None,
                token_file: Path | None, manifest: str | None) -> None:

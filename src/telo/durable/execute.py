@@ -265,7 +265,7 @@ async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Exec
     try:
         outcome = Outcome.completed(result, collapsed_regions=handle.regions.collapsed,
                                     collapse_reasons=tuple(handle.regions.reasons),
-                                    replayed_steps=handle.replayed_steps)
+                                    replayed_steps=handle.replayed_steps, writer=handle.writer)
     except TeloError as exc:  # the run's result cannot be framed: the run fails, visibly
         return await _fail(store, run, handle, Code.DURABLE_UNJOURNALABLE_VALUE, exc.message, counts())
     try:

@@ -31,12 +31,14 @@ from telo.engine.suspend import ExecutionHalted, ParkUntil, ParkWhere, Suspensio
 from telo.engine.zones import Zone, ZoneReport
 from telo.errors import (
     JournalEntryMismatch,
+    LegacyUnencodable,
     TeloError,
     TypedFrameUnencodable,
     UnjournalableValue,
 )
 from telo.journal.chain import ChainBroken
 from telo.journal.claims import Fence
+from telo.journal.compat import writer_for
 from telo.journal.eventlog import RunState, storage_path
 from telo.journal.model import CODEC_VERSION, Entry, Parked
 from telo.targets import targets_match
@@ -82,6 +84,11 @@ class LocalRunHandle:
         self.appends = DeferredAppends(store, self.run_id, store.chain(self.run_id, fence))
         self._policies: dict[tuple[str | None, str | None, str | None] | None, effects.EffectPolicy] = {}
         self.cancel_poll = CancelPoll(store, self.run_id)
+        # How this journal takes values (telo.journal.compat); for a runtime that predates the codec (legacy) the
+        # epoch-ms numbers the runtime decides (a sleep's wakeAt, a deadline, a retry's due time) are doubles, as
+        # that runtime holds them (telo.engine.handle.epoch_ms_value).
+        self.writer = writer_for(store.sync)
+        self.epoch_ms_as_double = self.writer.legacy
 
     def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy:
         """The target's unconfirmed-effect policy, asked once per target and execution."""
@@ -118,11 +125,13 @@ class LocalRunHandle:
         try:
             return make(self._storage(path))
         except TypedFrameUnencodable as exc:
+            legacy = exc if isinstance(exc, LegacyUnencodable) else None  # (what journal compat legacy cannot carry)
             raise UnjournalableValue(
                 f"the value produced at {path!r} of run {self.run_id!r} cannot be journaled: {exc.message}",
-                hint="return CEL values only (null, bool, int, double, string, bytes, list, map, timestamp, "
-                "duration, Telo.Url); convert objects to maps",
-                data={"run": self.run_id, "path": path, "valuePath": exc.path},
+                hint=exc.hint if legacy else "return CEL values only (null, bool, int, double, string, bytes, "
+                "list, map, timestamp, duration, Telo.Url); convert objects to maps",
+                data={"run": self.run_id, "path": path, "valuePath": exc.path,
+                      **({"type": legacy.type_name, "journalCompat": "legacy"} if legacy else {})},
             ) from exc
 
     def _storage(self, path: str) -> str:
@@ -217,8 +226,8 @@ class LocalRunHandle:
             if state.unconfirmed and not policy.implicit:
                 known = await unconfirmed.resolve(self, path, target, state)
                 if known is not None:
-                    return await self._append(path, self._entry(path, lambda p: Entry.step(p, target, known[0])),
-                                              known[0])
+                    return await self._append(path, self._entry(path, lambda p: Entry.step(
+                        p, target, known[0], writer=self.writer)), known[0])
             resume = (state.next_attempt, state.due_at)
         ctx = current()
         guarded = (policy.mode != effects.REDRIVE or policy.lookup is not None
@@ -247,7 +256,7 @@ class LocalRunHandle:
                     value = await execute()
             faults.point("after-effect-before-entry")
             self.executed_steps += 1
-            receipt = self._entry(path, lambda p: Entry.step(p, target, value))
+            receipt = self._entry(path, lambda p: Entry.step(p, target, value, writer=self.writer))
         except Exception as exc:  # the effect's outcome is a failure: that is its receipt
             if ctx.extra(RETRIED) is None:  # (inside a retried step, its next attempt may run this one again)
                 await self._record_failure(path, exc, wait=guarded)
@@ -310,8 +319,8 @@ class LocalRunHandle:
         # not be repeated blindly is seen as started (event-log spec §2). Retries are rare: no cost to speak of.
         wait = wait or kind in _WAITED_KINDS
         try:
-            stored = await self._append(path, self._entry(path, lambda p: Entry.decided(p, kind, value)), value,
-                                        wait=wait)
+            stored = await self._append(path, self._entry(path, lambda p: Entry.decided(
+                p, kind, value, writer=self.writer)), value, wait=wait)
         except TeloError as exc:
             if halts(exc):
                 self._halt(exc)

@@ -16,6 +16,7 @@ from typing import Any
 from telo import paths
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
+from telo.journal.compat import writer_for
 from telo.journal.model import NO_VALUE, Entry, Outcome, RunRecord
 from telo.journal.store import Store
 from telo.values import Timestamp
@@ -144,7 +145,7 @@ def resume_run(store: Store, run: str, reason: str, now_ms: int, *, force: bool 
                             data={"run": run})
         store.append(run, Entry.decided(record.parked.path, "digest", {"accept": True, "reason": reason, "at": at}))
     store.append(run, Entry.decided(paths.resume_override_path(now_ms), "value",
-                                    {"reason": reason, "at": at, "force": force}))
+                                    {"reason": reason, "at": at, "force": force}, writer=writer_for(store)))
     store.unpark(run)
     return Resumed(run, True, "running", held)
 
@@ -176,6 +177,7 @@ def resolve_unconfirmed(store: Store, run: str, path: str, action: str, value: A
         answer["at"] = Timestamp.from_epoch_millis(now_ms).to_text()
     if action == "skip":
         answer["value"] = None if value is NO_VALUE else value
+        writer_for(store).stored(answer["value"])  # becomes the step's receipt: refused now, if the journal can't
     stored = store.append(run, Entry.decided(state.storage_path(paths.unconfirmed_path(path, n)), "unconfirmed",
                                              answer))
     store.unpark(run)

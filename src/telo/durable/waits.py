@@ -23,11 +23,12 @@ from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock, uuid4
 from telo.engine.composers import dispatch_path
 from telo.engine.context import current
-from telo.engine.handle import RunHandle
+from telo.engine.handle import RunHandle, as_epoch_ms, epoch_ms_value
 from telo.engine.journaling import suspend_allowed
 from telo.engine.suspend import ParkUntil, ParkWhere
 from telo.errors import Code, NoRun, TeloError
-from telo.journal.model import CODEC_VERSION, RunRecord, encode_value
+from telo.journal.compat import writer_for
+from telo.journal.model import RunRecord
 from telo.journal.store import Store
 from telo.runtime.contracts import SchemaValidator
 
@@ -51,14 +52,27 @@ async def sleep(resource: str, *, for_ms: int | None = None, until_ms: int | Non
     if (for_ms is None) == (until_ms is None):
         raise TeloError(Code.DURABLE_SLEEP_INVALID, f"Durable.Sleep {resource!r} needs exactly one of `for` or "
                         "`until`", data={"resource": resource})
-    wake_at = await handle.decide(
-        paths.wake_at_path(here), "value",
-        lambda: clock.now_ms() + for_ms if for_ms is not None else until_ms,
-    )
-    if clock.now_ms() >= wake_at:
-        return {"wokeAt": wake_at}
+
+    def wake() -> int | float:
+        ms = clock.now_ms() + for_ms if for_ms is not None else until_ms
+        assert ms is not None  # (exactly one of them: checked above)
+        return epoch_ms_value(handle, ms)
+
+    wake_at = await handle.decide(paths.wake_at_path(here), "value", wake)
+    due = _epoch_ms(wake_at, resource, "wakeAt")
+    if clock.now_ms() >= due:  # (a double as recorded; an int as this journal's writer records one)
+        return {"wokeAt": wake_at if type(wake_at) is float else epoch_ms_value(handle, due)}
     suspend_allowed(resource)
-    await handle.park(ParkWhere(here, resource), ParkUntil(at=wake_at))
+    await handle.park(ParkWhere(here, resource), ParkUntil(at=due))
+
+
+def _epoch_ms(recorded: Any, resource: str, what: str) -> int:
+    """A recorded time as epoch ms: an int as telo records it, or a double (an upstream or legacy journal's)."""
+    due = as_epoch_ms(recorded)
+    if due is None:
+        raise TeloError(Code.DURABLE_SLEEP_INVALID, f"{resource!r}: the recorded {what} {recorded!r} is not a time "
+                        "in epoch ms", data={"resource": resource, what: str(recorded)})
+    return due
 
 
 async def await_delivery(resource: str, *, token: Callable[[], Any] | None = None, timeout_ms: int | None = None,
@@ -80,7 +94,9 @@ async def await_delivery(resource: str, *, token: Callable[[], Any] | None = Non
     wake_token = await handle.decide(paths.token_path(here), "value", make_token)
     deadline = None
     if timeout_ms is not None:
-        deadline = await handle.decide(paths.deadline_path(here), "value", lambda: clock.now_ms() + timeout_ms)
+        deadline = _epoch_ms(await handle.decide(paths.deadline_path(here), "value",
+                                                 lambda: epoch_ms_value(handle, clock.now_ms() + timeout_ms)),
+                             resource, "deadline")
         if clock.now_ms() >= deadline:
             raise TeloError(
                 Code.DURABLE_AWAIT_TIMEOUT,
@@ -116,8 +132,8 @@ def deliver(store: Store, token: str, payload: Any) -> dict[str, Any]:
         SchemaValidator(schema, Code.DURABLE_PAYLOAD_INVALID).validate(
             payload, where=f"the payload delivered to {token!r} (awaited by {record.parked.resource!r} of run "
             f"{record.run!r})")
-    text = encode_value(payload)
-    run = store.deliver(token, text, CODEC_VERSION if text is not None else None)
+    text, v = writer_for(store).stored(payload)  # (journal compat legacy: plain JSON, telo.journal.compat)
+    run = store.deliver(token, text, v)
     faults.point("after-delivery-append")
     if run is None:  # another delivery got there first (or the run moved on meanwhile)
         return {"delivered": False}

@@ -7,6 +7,7 @@ handle and nothing is journaled.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn, Protocol
 
@@ -50,3 +51,20 @@ class RunHandle(Protocol):
     def check_cancelled(self) -> None:
         """Raise if the run was cancelled: a running body stops at its next journaling point."""
         ...
+
+
+def epoch_ms_value(handle: RunHandle | None, ms: int) -> int | float:
+    """An epoch-ms time the runtime decides (a sleep's wakeAt, an await's deadline, a retry's due time), as it is
+    recorded: an int — or a double where the journal is written for a runtime that predates the codec and holds
+    these as JS numbers (journal compat legacy: the handle says ``epoch_ms_as_double``; docs/compat.md)."""
+    return float(ms) if getattr(handle, "epoch_ms_as_double", False) else ms
+
+
+def as_epoch_ms(value: Any) -> int | None:
+    """A recorded epoch-ms time as an int: a double (an upstream journal's, or a legacy one's) rounded up, so a
+    wait never ends early; None for anything that is not a finite number."""
+    if type(value) is int:
+        return value
+    if type(value) is float and math.isfinite(value):
+        return math.ceil(value)
+    return None

@@ -16,6 +16,7 @@ from typing import Any
 from telo import paths
 from telo.engine.context import RESUME_ATTEMPT, RETRIED, current, derive, entered
 from telo.engine.dispatch import Invocable, InvokeError, dispatch
+from telo.engine.handle import as_epoch_ms, epoch_ms_value
 from telo.engine.journaling import journal_for, suspend_allowed
 from telo.engine.services import Services
 from telo.engine.steps import InvokeStep, RetryPolicy
@@ -90,8 +91,9 @@ async def attempts(step: InvokeStep, target: Invocable, inputs: Any, sv: Service
             handle = current().handle
             if backoff >= SUSPENDING_BACKOFF_MS and handle is not None:
                 # The upstream record of a suspending retry (reference §3), read by upstream runtimes too.
-                due = await handle.decide(paths.retry_path(path, k), "value", functools.partial(int, due_at))
-                await _wait_until(step, path, k, due if isinstance(due, int) else due_at, sv,
+                due = as_epoch_ms(await handle.decide(paths.retry_path(path, k), "value",
+                                                      functools.partial(epoch_ms_value, handle, int(due_at))))
+                await _wait_until(step, path, k, due if due is not None else due_at, sv,
                                   f"retry {k + 1} of {policy.attempts} after {exc.code}")
             else:
                 await sv.sleep(delay / 1000)

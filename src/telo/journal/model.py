@@ -17,12 +17,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 from telo.errors import Code, JournalCorrupt
+from telo.journal.stored import CODEC_VERSION as CODEC_VERSION  # (moved there with the writer)
 from telo.journal.stored import NO_VALUE as NO_VALUE  # (moved there; imported from here everywhere)
 from telo.journal.stored import READABLE_VERSIONS as READABLE_VERSIONS
+from telo.journal.stored import TYPED, Writer
 from telo.journal.stored import decode_stored as decode_stored
 from telo.values import encode_frame
 
-CODEC_VERSION: Final = 2
+# The decisions the upstream runtime records and reads back (reference §4): written by a journal's writer, so in
+# plain JSON for a runtime that predates the codec (telo.journal.compat). Every other decision is telo's own
+# record, which no upstream runtime reads: always a typed frame, whose exact types telo needs back.
+UPSTREAM_DECISIONS: Final = frozenset({"inputs", "predicate", "condition", "switch", "value", "collection"})
 
 EntryKind = Literal["step", "decision"]
 RunStatus = Literal["scheduled", "running", "parked", "completed", "failed", "cancelled"]
@@ -46,13 +51,21 @@ class Entry:
     at: int | None = None
 
     @classmethod
-    def step(cls, path: str, target: Mapping[str, str] | None, value: Any = NO_VALUE) -> Entry:
+    def step(cls, path: str, target: Mapping[str, str] | None, value: Any = NO_VALUE, *,
+             writer: Writer = TYPED) -> Entry:
         """A step entry written on completion; ``target`` is ``{kind, name, module?}`` (None for a delivery)."""
-        return cls(path, "step", encode_value(value), CODEC_VERSION, None, _target(target))
+        if writer is TYPED:
+            return cls(path, "step", encode_value(value), CODEC_VERSION, None, _target(target))
+        text, v = writer.stored(value)
+        return cls(path, "step", text, v, None, _target(target))
 
     @classmethod
-    def decided(cls, path: str, decision: str, value: Any) -> Entry:
-        return cls(path, "decision", encode_value(value), CODEC_VERSION, decision, None)
+    def decided(cls, path: str, decision: str, value: Any, *, writer: Writer = TYPED) -> Entry:
+        """A decision entry; ``writer`` writes only the :data:`UPSTREAM_DECISIONS` (telo's own: typed frames)."""
+        if writer is TYPED or decision not in UPSTREAM_DECISIONS:
+            return cls(path, "decision", encode_value(value), CODEC_VERSION, decision, None)
+        text, v = writer.stored(value)
+        return cls(path, "decision", text, v, decision, None)
 
     def with_seq(self, seq: int) -> Entry:
         return replace(self, seq=seq)
@@ -267,14 +280,15 @@ class Admission:
         dedup_key: str | None = None,
         debounce_key: str | None = None,
         supersede: bool = False,
+        writer: Writer = TYPED,
     ) -> Admission:
-        text = encode_value(inputs)
+        text, v = writer.stored(inputs)
         return cls(
             run,
             status,
             due_at,
             text,
-            CODEC_VERSION if text is not None else None,
+            v,
             workflow,
             manifest_digest,
             digest_scope,
@@ -345,12 +359,13 @@ class Outcome:
         collapsed_regions: int = 0,
         collapse_reasons: tuple[str, ...] = (),
         replayed_steps: int = 0,
+        writer: Writer = TYPED,
     ) -> Outcome:
-        text = encode_value(result)
+        text, v = writer.stored(result)
         return cls(
             "completed",
             text,
-            CODEC_VERSION if text is not None else None,
+            v,
             None,
             collapsed_regions,
             collapse_reasons,

@@ -75,6 +75,8 @@ class Store(abc.ABC):
     #: :meth:`read_run` is one keyed read that never waits for a writer (SQLite's WAL readers): cheaper made on
     #: an event loop's thread than the two thread hand-offs of a worker thread (benchmarks/durable.py)
     inline_reads: bool = False
+    #: how values are written (telo.journal.compat: "typed" | "legacy"); None: the process's TELO_JOURNAL_COMPAT
+    journal_compat: str | None = None
 
     # --- runs -------------------------------------------------------------------------------------------
 
@@ -103,11 +105,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def update_run(self, run: str, *, fence: Fence | None = None, **fields: Any) -> RunRecord:
         """Set record fields by their RunRecord names (``status``, ``due_at``, ``manifest_digest``, ...; not
-        ``claim`` or ``fence``, which only claims change).
-
-        For lifecycle changes the dedicated calls are preferred; this one serves operator overrides
-        (resume after a manifest change, restore) and the digest bookkeeping.
-        """
+        ``claim`` or ``fence``, which only claims change). For lifecycle changes the dedicated calls are
+        preferred; this one serves operator overrides (resume after a manifest change, restore) and the digest
+        bookkeeping."""
 
     @abc.abstractmethod
     def run_parked_on(self, token: str) -> RunRecord | None:

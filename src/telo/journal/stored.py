@@ -8,11 +8,14 @@ A stored value is TEXT: canonical typed-frame text under codec version ``v`` (1 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Final
 
 from telo.errors import EntryUndecodable, JournalCorrupt, TypedFrameUndecodable
-from telo.values import decode_frame
+from telo.values import decode_frame, encode_frame
+from telo.values.legacy import encode_legacy
 
+CODEC_VERSION: Final = 2
 READABLE_VERSIONS: Final = (1, 2)
 
 
@@ -34,6 +37,29 @@ class _NoValue:
 
 
 NO_VALUE: Final = _NoValue()
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """How values are written into a journal (telo.journal.compat): typed frames under :data:`CODEC_VERSION`
+    (the default), or — ``legacy`` — plain JSON with no codec version, for a runtime that predates the codec,
+    refusing what plain JSON cannot carry back (:func:`telo.values.legacy.encode_legacy`; ``bigint``: an int as
+    ``{"$bigint": …}``, the upstream SQL stores' form)."""
+
+    legacy: bool = False
+    bigint: bool = False
+
+    def stored(self, value: Any) -> tuple[str | None, int | None]:
+        """``(text, codec version)`` of ``value``; ``(None, None)`` for :data:`NO_VALUE`. Raises
+        TypedFrameUnencodable (LegacyUnencodable: what legacy plain JSON cannot carry)."""
+        if value is NO_VALUE:
+            return None, None
+        if self.legacy:
+            return encode_legacy(value, bigint=self.bigint), None
+        return encode_frame(value), CODEC_VERSION
+
+
+TYPED: Final = Writer()
 
 
 def decode_stored(

@@ -9,6 +9,7 @@ from typing import Any
 from telo.durable.operator import NOT_FOUND, cancel_run, resume_run
 from telo.durable.waits import deliver
 from telo.errors import Code, TeloError
+from telo.journal.compat import writer_for
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.kinds.journals import Journal, compile_time
 from telo.kinds.queued import queue_fields
@@ -179,6 +180,7 @@ class Schedule(_Addressing):
             run_inputs = workflow.checked_inputs(run_inputs)  # its inputType, before anything is admitted
         result = await asyncio.to_thread(self._journal().store.admit, Admission.of(
             run, status="scheduled", due_at=due, inputs=run_inputs, workflow=workflow.name,
+            writer=writer_for(self._journal().store),
             **queue_fields(workflow.queue if isinstance(workflow, Workflow) else None, run_inputs)))
         if not result.admitted:
             return {"runId": run, "scheduled": False, "status": result.record.status}

@@ -31,18 +31,25 @@ class Journal(Resource):
         super().__init__(app, name, config, module)
         self._store: Store | None = None
         self._borrowed = False
+        # How its store writes values (telo.journal.compat): set by telo.load(..., journal_compat=…); None leaves
+        # the store to the process's mode (TELO_JOURNAL_COMPAT, --journal-compat).
+        self.journal_compat: str | None = None
 
     def use_store(self, store: Store) -> None:
         """Use ``store`` instead of opening the configured journal (``telo.load(..., journal=URL)``). The caller
         keeps ownership: teardown leaves it open."""
         self._store, self._borrowed = store, True
         store.claim_ttl_ms = self.claim_ttl_ms()
+        if self.journal_compat is not None:
+            store.journal_compat = self.journal_compat
 
     @property
     def store(self) -> Store:
         if self._store is None:
             self._store = self.open()
             self._store.claim_ttl_ms = self.claim_ttl_ms()
+            if self.journal_compat is not None:
+                self._store.journal_compat = self.journal_compat
         return self._store
 
     def claim_ttl_ms(self) -> int:

@@ -28,6 +28,7 @@ from telo.durable import shutdown
 from telo.durable.operator import cancel_run
 from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
+from telo.journal.compat import writer_for
 from telo.journal.model import Admission
 from telo.runtime.resource import Resource
 
@@ -304,7 +305,8 @@ class Schedule(Resource):
         return wf.journal.store.admit(Admission.of(
             run, status="scheduled", due_at=due_ms if due_ms is not None else tick_ms + self.jitter_of(tick_ms),
             inputs=inputs, workflow=wf.name, manifest_digest=digest.value if digest else None,
-            digest_scope=digest.scope if digest else None, **queue_fields(wf.queue, inputs))).admitted
+            digest_scope=digest.scope if digest else None, writer=writer_for(wf.journal.store),
+            **queue_fields(wf.queue, inputs))).admitted
 
     # --- the in-process form ---------------------------------------------------------------------------
 

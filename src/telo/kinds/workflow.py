@@ -31,6 +31,7 @@ from telo.engine.dispatch import InvokeError
 from telo.engine.steps import compile_steps
 from telo.errors import Code, TeloError
 from telo.journal.claims import Fence, Holder
+from telo.journal.compat import writer_for
 from telo.journal.model import NO_VALUE, Admission, RunRecord
 from telo.journal.rules import claim_is_live
 from telo.kinds.attached import warn_if_inputs_differ
@@ -191,7 +192,7 @@ class Workflow(Resource):
         digest = self.body.digest
         admission = Admission.of(run, workflow=self.name, inputs=inputs,
                                  manifest_digest=digest.value if digest else None,
-                                 digest_scope=digest.scope if digest else None)
+                                 digest_scope=digest.scope if digest else None, writer=writer_for(store.sync))
         clock = self.app.clock
         queue = self.queue
         if queue is not None:  # admitted scheduled, granted only while the queue has room (telo.kinds.queued)

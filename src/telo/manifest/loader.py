@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from telo.specs import BUILTIN_KINDS, CAPABILITIES, TELO, Capability, KindSpec
+from telo.targets import file_url
 
 from .boot import read_targets
 from .cycles import reference_cycles
@@ -160,7 +161,7 @@ def _load(
         import os
 
         env = os.environ
-    module_url = path.resolve().as_uri()
+    module_url = file_url(path)  # as Node's pathToFileURL spells it: no symlink resolution (docs/compat.md)
     directory = path.resolve().parent
     read_from = len(diagnostics)
     documents = read_documents(text, file, directory, diagnostics)

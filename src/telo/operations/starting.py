@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from telo.errors import Code, TeloError
+from telo.journal.compat import writer_for
 from telo.journal.model import Admission
 from telo.kinds.queued import queue_fields
 from telo.kinds.workflow import Workflow
@@ -84,7 +85,7 @@ async def schedule(app: Application, workflow: str, inputs: Mapping[str, Any], r
     result = await asyncio.to_thread(wf.journal.store.admit, Admission.of(
         run, status="scheduled", due_at=due_ms, inputs=dict(inputs), workflow=wf.name,
         manifest_digest=digest.value if digest else None, digest_scope=digest.scope if digest else None,
-        **queue_fields(wf.queue, dict(inputs))))
+        writer=writer_for(wf.journal.store), **queue_fields(wf.queue, dict(inputs))))
     if not result.admitted:
         return Scheduled(run, False, wf.name, result.record.status)
     return Scheduled(run, True, wf.name, "scheduled", due_ms)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from telo.manifest import Cel, Diagnostic, Manifest, Pos, Ref, Template, check_manifest, load_manifest
+from telo.targets import file_url
 
 from .conftest import HEADER, locate
 
@@ -138,7 +139,7 @@ def test_application(write: Callable[..., Path]) -> None:
     assert {a: i.canonical for a, i in app.imports.items()}["Local"] == "DurableLocal"
     assert app.variables == {"journalDir": "./.telo/journal", "retries": 3}
     assert app.secrets == {"apiKey": "s3cret"}
-    assert m.module == path.resolve().as_uri() and m.module.startswith("file:///")
+    assert m.module == file_url(path) and m.module.startswith("file:///")  # Node's spelling (docs/compat.md)
     assert m.diagnostics == []
 
 
