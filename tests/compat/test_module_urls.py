@@ -51,6 +51,17 @@ def test_a_manifest_behind_a_symlink_keeps_the_path_it_was_named_by(tmp_path: Pa
     assert manifest.module == f"file://{tmp_path}/link/flow.yaml"  # Node's path.resolve: no symlink resolved
 
 
+def test_an_imported_library_behind_a_symlink_keeps_the_path_it_was_imported_by(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "telo.yaml").write_text("kind: Telo.Library\nmetadata: { name: Lib }\n")
+    (tmp_path / "lib").symlink_to(real)
+    (tmp_path / "app.yaml").write_text("kind: Telo.Application\nmetadata: { name: A }\nimports: { L: ./lib }\n")
+    manifest = load_manifest(tmp_path / "app.yaml", cel_checker=cel_checker)
+    library = manifest.application.imports["L"]
+    assert getattr(library, "module", None) == f"file://{tmp_path}/lib/telo.yaml"  # was .../real/telo.yaml
+
+
 def test_same_module_reads_either_spelling(tmp_path: Path) -> None:
     real = tmp_path / f"real {ODD.replace('/', '')}"
     real.mkdir()

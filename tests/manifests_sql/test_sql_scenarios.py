@@ -29,3 +29,19 @@ def test_scenario_passes_and_checks_clean(manifest: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "telo", "test", "--timeout", "90", str(manifest)],
                           cwd=HERE.parents[1], capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_telo_check_and_telo_run_refuse_a_statement_reached_outside_the_transaction_it_requires() -> None:
+    """`transaction:` is a requirement (upstream's sql module): the fixture's target reaches `debit` outside a
+    Sql.Transaction on its connection. `telo check` names the step that needs one around it — `payout`'s
+    `outside`, not `move`'s own call, which `transfer` makes inside one — and `telo run` runs nothing."""
+    fixture = HERE / "upstream/modules/sql/tests/__fixtures__/zone_required.yaml"
+    line = next(n for n, text in enumerate(fixture.read_text().splitlines(), 1) if "name: outside" in text)
+    for command in ("check", "run"):
+        proc = subprocess.run([sys.executable, "-m", "telo", command, str(fixture)], cwd=HERE.parents[1],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, out
+        assert f"zone_required.yaml:{line}:" in out and "ERR_ZONE_REQUIRED Sql.Command 'debit' requires a " \
+            "Sql.Transaction on connection 'db'" in out, out
+        assert "targets → Run.Sequence 'payout' → Run.Sequence 'move' → Sql.Command 'debit'" in out

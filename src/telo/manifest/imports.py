@@ -21,6 +21,7 @@ Anything else — a library whose kinds name controllers of another runtime incl
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,7 +93,7 @@ def resolve_one(ref: str, directory: Path, pos: Pos, load_library: LoadLibrary) 
     if builtin is not None:
         return builtin
     if is_path(ref):
-        target = (directory / ref).resolve()
+        target = Path(os.path.abspath(directory / ref))  # normalised, its symlinks kept (Node's path.resolve)
         # upstream's own tests import their module as `../` (from modules/durable-local/tests): the resolved
         # directory's name, or the name of the library there, is the module's
         by_directory = BUILTIN_MODULES.get(target.name) if target.is_dir() else None

@@ -198,7 +198,7 @@ def test_telo_check_reports_a_path_reaching_a_required_transactions_statement_ou
     assert d.code == "ERR_ZONE_REQUIRED"
     assert "Sql.Command 'guarded' requires a Sql.Transaction on connection 'db'" in d.message
     assert "targets → Run.Sequence 'outside' → Run.Sequence 'body' → Sql.Command 'guarded'" in d.message
-    assert d.pos is not None and d.pos.line == 4  # the path's first reference: the target that starts it
+    assert d.pos is not None and d.pos.line == text.count("\n") + 6  # `outside`'s step: it needs the transaction
 
 
 # --- text ---------------------------------------------------------------------------------------------------
