@@ -74,3 +74,22 @@ def test_a_mode_that_is_not_one_is_refused_before_anything_runs(tmp_path: Path) 
     refused = telo(tmp_path, "run", "m.yaml", "--input", "id=x", env={"TELO_JOURNAL_COMPAT": "plain"})
     assert refused.returncode == 2 and "--journal-compat" in refused.stderr and "plain" in refused.stderr
     assert not (tmp_path / "journal").exists() or not list((tmp_path / "journal").iterdir())
+
+
+def test_a_bad_mode_is_refused_by_every_command_even_one_without_the_option(tmp_path: Path) -> None:
+    """`telo cancel` (no --journal-compat) went through with TELO_JOURNAL_COMPAT=bogus and cancelled the run; a
+    command refuses it before it does anything now (from review)."""
+    (tmp_path / "m.yaml").write_text(MANIFEST)
+    telo(tmp_path, "run", "m.yaml", "--input", "id=c", "--exit-on", "targets")
+    assert '"status": "parked"' in telo(tmp_path, "status", "flow:c", "--journal", "journal", "--json").stdout
+    refused = telo(tmp_path, "cancel", "flow:c", "--journal", "journal", env={"TELO_JOURNAL_COMPAT": "bogus"})
+    assert refused.returncode == 2 and "TELO_JOURNAL_COMPAT is 'bogus'" in refused.stderr, refused.stderr
+    status = telo(tmp_path, "status", "flow:c", "--journal", "journal", "--json")
+    assert '"status": "parked"' in status.stdout, status.stdout
+
+
+def test_schedules_trigger_and_backfill_take_the_option(tmp_path: Path) -> None:
+    """Both admit runs, yet had no --journal-compat ("No such option")."""
+    for command in ("trigger", "backfill"):
+        shown = telo(tmp_path, "schedules", command, "--help")
+        assert shown.returncode == 0 and "--journal-compat" in shown.stdout, shown.stdout + shown.stderr

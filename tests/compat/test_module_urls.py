@@ -133,3 +133,15 @@ def test_a_run_recorded_with_the_old_spelling_continues(tmp_path: Path, monkeypa
     last = {e.path: e.target for e in FileStore(str(real / "journal")).read_entries("flow:x") if e.target}
     assert last["steps/last"] == {"kind": "Run.Value", "name": "greet", "module": file_url(path)}
     assert os.path.realpath(path) == str((real / "flow.yaml").resolve())
+
+
+def test_a_library_imported_by_a_manifest_behind_a_symlink_keeps_the_symlink(tmp_path: Path) -> None:
+    """The importing manifest's directory was resolved: Node would spell the library `…/link/lib.yaml` and
+    refuse every step that targets its resources (from review)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "lib.yaml").write_text("kind: Telo.Library\nmetadata: { name: Lib }\n")
+    (real / "app.yaml").write_text("kind: Telo.Application\nmetadata: { name: A }\nimports: { L: ./lib.yaml }\n")
+    (tmp_path / "link").symlink_to(real)
+    manifest = load_manifest(tmp_path / "link" / "app.yaml", cel_checker=cel_checker)
+    assert getattr(manifest.application.imports["L"], "module", None) == f"file://{tmp_path}/link/lib.yaml"

@@ -240,7 +240,7 @@ def test_a_stale_sweep_does_not_execute_a_settled_run(kind: str, tmp_path: Path,
             try:
                 wf = app.resources[WORKFLOW]
                 assert isinstance(wf, Workflow)
-                resumer = Resumer(app, "stale", {"workflow": _ref(app, wf), "interval": "1s"}, None)
+                resumer = Resumer(app, "stale", {"workflow": _ref(wf), "interval": "1s"}, None)
                 monkeypatch.setattr(AsyncStore, "claim_due", stale_claim_due)
                 return await resumer.sweep()
             finally:

@@ -36,7 +36,7 @@ from telo.api.results import (
 from telo.clock import SYSTEM_CLOCK, Clock, SystemClock
 from telo.durable.slots import DEFAULT_CONCURRENCY
 from telo.errors import Code, TeloError
-from telo.journal.compat import check_mode
+from telo.journal.compat import check_mode, given_mode, process_mode
 from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.kinds.journals import Journal
@@ -75,10 +75,11 @@ class AsyncApp(OperatorActions):
         if journal is not None:
             application.on_create.append(self._use_journal)
         # How the application's journals write values (telo.journal.compat; docs/compat.md): None, the process's.
+        process_mode()  # a bad TELO_JOURNAL_COMPAT is refused now, not after a run was claimed
         self.journal_compat = None if journal_compat is None else check_mode(journal_compat, "journal_compat")
         if self.journal_compat is not None:
             if journal is not None:
-                journal.journal_compat = self.journal_compat
+                given_mode(journal, self.journal_compat, "telo.load(journal=…)")
             application.on_create.append(self._use_compat)
         self.clock: Clock = application.clock
         self._owns_journal = owns_journal

@@ -38,6 +38,12 @@ class TeloGroup(click.Group):
 @click.version_option(__version__, prog_name="telo")
 def cli() -> None:
     """Durable execution for Telo manifests: runs survive kill -9 and never repeat a finished step."""
+    from telo.journal.compat import process_mode
+
+    try:  # a bad TELO_JOURNAL_COMPAT is refused before any command runs, not at its first write
+        process_mode()
+    except TeloError as exc:
+        raise click.UsageError(f"{exc.message} (it sets --journal-compat)") from None
 
 
 @cli.group()

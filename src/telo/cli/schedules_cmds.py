@@ -24,6 +24,7 @@ from telo.cli.common import (
     NONE_SHOWN,
     SOURCE_KEY,
     echo_hint,
+    journal_compat_option,
     json_option,
     key_values,
     out_json,
@@ -164,6 +165,7 @@ def _pause_or_resume(manifest: str, name: str, action: str, reason: str | None, 
 @name_argument
 @reason_option
 @by_option
+@journal_compat_option
 @json_option
 def trigger_command(manifest: str, name: str, reason: str | None, by: str | None, as_json: bool) -> None:
     """Start one run of schedule NAME now, outside its ticks: <NAME>@trigger-<RFC 3339 now> (~2, ~3… for triggers
@@ -191,6 +193,7 @@ def trigger_command(manifest: str, name: str, reason: str | None, by: str | None
 @click.argument("end", metavar="TO")
 @reason_option
 @by_option
+@journal_compat_option
 @json_option
 def backfill_command(manifest: str, name: str, start: str, end: str, reason: str | None, by: str | None,
                      as_json: bool) -> None:

@@ -56,6 +56,18 @@ def process_mode() -> str:
     return mode if mode == TYPED_MODE else check_mode(mode, ENV)
 
 
+def given_mode(store: _Configurable, mode: str, where: str) -> None:
+    """Give ``store`` its own mode. A store shared by several applications keeps the first one it was given: a
+    different one is refused (``ERR_JOURNAL_CONFIG_INVALID``), never written over — the last application would
+    otherwise decide how the others write."""
+    if store.journal_compat not in (None, mode):
+        raise TeloError(Code.JOURNAL_CONFIG_INVALID, f"{where}: its journal store is written in journal compat "
+                        f"{store.journal_compat!r} already, for another application sharing it; {mode!r} was asked",
+                        hint="give each application its own store, or the same journal_compat",
+                        data={"mode": mode, "storeMode": store.journal_compat})
+    store.journal_compat = mode
+
+
 def mode_of(store: _Configurable) -> str:
     """The mode ``store`` is written in: its own, else the process's."""
     return store.journal_compat or process_mode()

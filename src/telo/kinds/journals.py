@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from telo.errors import Code, TeloError
 from telo.journal.claims import DEFAULT_TTL_MS, MIN_TTL_MS
+from telo.journal.compat import given_mode
 from telo.journal.store import Store
 from telo.kinds.sql import Connection
 from telo.kinds.sql_drivers import SqlTarget
@@ -41,7 +42,7 @@ class Journal(Resource):
         self._store, self._borrowed = store, True
         store.claim_ttl_ms = self.claim_ttl_ms()
         if self.journal_compat is not None:
-            store.journal_compat = self.journal_compat
+            given_mode(store, self.journal_compat, f"{self.kind} {self.name!r}")
 
     @property
     def store(self) -> Store:
@@ -49,7 +50,7 @@ class Journal(Resource):
             self._store = self.open()
             self._store.claim_ttl_ms = self.claim_ttl_ms()
             if self.journal_compat is not None:
-                self._store.journal_compat = self.journal_compat
+                given_mode(self._store, self.journal_compat, f"{self.kind} {self.name!r}")
         return self._store
 
     def claim_ttl_ms(self) -> int:

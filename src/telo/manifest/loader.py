@@ -15,6 +15,7 @@ Stages, each appending to one diagnostics list (nothing is run on error):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -158,11 +159,9 @@ def _load(
             diagnostics.append(Diagnostic(ERR_MANIFEST_NOT_FOUND, f"cannot read manifest {file}: {exc}", None))
             return None
     if env is None:
-        import os
-
         env = os.environ
     module_url = file_url(path)  # as Node's pathToFileURL spells it: no symlink resolution (docs/compat.md)
-    directory = path.resolve().parent
+    directory = Path(os.path.abspath(path)).parent  # symlinks kept, as Node's path.resolve keeps them
     read_from = len(diagnostics)
     documents = read_documents(text, file, directory, diagnostics)
     cut = _stream_cut(diagnostics, read_from)

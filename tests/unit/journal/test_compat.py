@@ -226,3 +226,23 @@ def test_the_runtimes_own_times_are_doubles_where_the_journal_is_legacy() -> Non
     # read back: an upstream or legacy double is the next whole millisecond, so a wait never ends early
     assert [as_epoch_ms(v) for v in (7, 7.0, 7.25, float("nan"), float("inf"), True, "7", None)] == \
         [7, 7, 8, None, None, None, None, None]
+
+
+def test_a_store_shared_by_applications_keeps_its_mode_and_a_conflicting_one_is_refused(tmp_path: Path) -> None:
+    """The mode was set on the shared store object: the last application given the store decided how the others
+    wrote (one that asked for legacy wrote typed frames). A store keeps the first mode it is given now."""
+    from telo.api.aio import AsyncApp
+    from telo.journal.compat import given_mode
+    from telo.kinds.controllers import load_application
+
+    store = FileStore(str(tmp_path / "journal"))
+    try:
+        first = AsyncApp(load_application(tmp_path / "a.yaml", text=_FLOW), journal=store, journal_compat="legacy")
+        assert mode_of(store) == "legacy" and first.journal_compat == "legacy"
+        with pytest.raises(TeloError) as refused:
+            AsyncApp(load_application(tmp_path / "b.yaml", text=_FLOW), journal=store, journal_compat="typed")
+        assert refused.value.code == Code.JOURNAL_CONFIG_INVALID and "'legacy' already" in refused.value.message
+        given_mode(store, "legacy", "again")  # the same mode: fine
+        assert mode_of(store) == "legacy"
+    finally:
+        store.close()
