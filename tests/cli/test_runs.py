@@ -204,7 +204,8 @@ def wait_for(predicate: object, timeout: float = 30) -> None:
 def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) -> None:
     env = sqlite_env
     # A process executing a slow first step holds the claim; `show` sees it alive, then dead after kill -9.
-    proc = subprocess.Popen([sys.executable, "-m", "telo", "run", "m.yaml", "--input", "id=k", "--input", "sleep=30"],
+    # (5 s: long enough to look at the live claim; the redrive below runs the step again with these inputs)
+    proc = subprocess.Popen([sys.executable, "-m", "telo", "run", "m.yaml", "--input", "id=k", "--input", "sleep=5"],
                             cwd=env.root, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
