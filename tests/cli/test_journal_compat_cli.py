@@ -9,39 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.compat.approval_flow import approval_flow
 from tests.compat.upstream_reader import read_run
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: CompatCli }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-file, Run: run }
-targets:
-  - name: start
-    invoke: !ref flow
-    inputs: { id: !cel "inputs.id" }
----
-kind: Journal.Journal
-metadata: { name: runs }
-directory: ./journal
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "{'greeting': 'hello ' + inputs.who}"
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
-kind: Local.Workflow
-metadata: { name: flow }
-journal: !ref runs
-runId: !cel "'flow:' + inputs.id"
-inputs: { id: !cel "inputs.id" }
-steps:
-  - { name: first, invoke: !ref greet, inputs: { who: ada } }
-  - { name: wait, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
-  - { name: last, invoke: !ref greet, inputs: { who: !cel "steps.wait.result.by" } }
-"""
+MANIFEST = approval_flow("CompatCli", "durable-journal-file", "directory: ./journal",
+                         targets="targets:\n  - name: start\n    invoke: !ref flow\n"
+                                 "    inputs: { id: !cel \"inputs.id\" }\n",
+                         greet="!cel \"{'greeting': 'hello ' + inputs.who}\"")
 
 
 def telo(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -19,6 +19,7 @@ from telo.analysis import cel_checker
 from telo.journal.file import FileStore
 from telo.manifest import load_manifest
 from telo.targets import file_url, same_module, targets_match
+from tests.compat.approval_flow import approval_flow
 
 # Every printable ASCII character that is not a letter or digit, a control, and a non-ASCII letter.
 ODD = "a b~c!$&'()*+,;=:@d%e#f?g[h]i^j|k\"l<m>n`o{p}q\\ré\tz"
@@ -80,33 +81,7 @@ def test_same_module_reads_either_spelling(tmp_path: Path) -> None:
     assert not targets_match({**t, "module": old}, {**t, "name": "other", "module": new})
 
 
-MANIFEST = """\
-kind: Telo.Application
-metadata: { name: Spelled }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-file, Run: run }
----
-kind: Journal.Journal
-metadata: { name: runs }
-directory: ./journal
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "'hello ' + inputs.who"
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
-kind: Local.Workflow
-metadata: { name: flow }
-journal: !ref runs
-runId: !cel "'flow:' + inputs.id"
-inputs: { id: !cel "inputs.id" }
-steps:
-  - { name: first, invoke: !ref greet, inputs: { who: ada } }
-  - { name: wait, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
-  - { name: last, invoke: !ref greet, inputs: { who: !cel "steps.wait.result.by" } }
-"""
+MANIFEST = approval_flow("Spelled", "durable-journal-file", "directory: ./journal")
 
 
 def test_a_run_recorded_with_the_old_spelling_continues(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

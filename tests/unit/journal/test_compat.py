@@ -16,6 +16,7 @@ from telo.journal.memory import MemoryStore
 from telo.journal.model import CODEC_VERSION, NO_VALUE, Admission, Entry, Outcome
 from telo.journal.sqlite import SqliteStore
 from telo.journal.stored import TYPED
+from tests.compat.approval_flow import approval_flow
 from tests.pg_support import fresh_prefix, pg_url
 
 
@@ -146,33 +147,7 @@ def test_a_step_result_legacy_mode_refuses_fails_the_step_with_its_path_and_type
     assert "'steps/count'" in result.error.message and "int" in result.error.message
 
 
-_FLOW = """\
-kind: Telo.Application
-metadata: { name: Compat }
-imports: { Local: durable-local, Durable: durable, Journal: durable-journal-sqlite, Run: run }
----
-kind: Journal.Journal
-metadata: { name: runs }
-path: ./journal.db
----
-kind: Run.Value
-metadata: { name: greet }
-value: !cel "'hello ' + inputs.who"
----
-kind: Durable.Await
-metadata: { name: approval }
-token: !cel "'go:' + inputs.id"
----
-kind: Local.Workflow
-metadata: { name: flow }
-journal: !ref runs
-runId: !cel "'flow:' + inputs.id"
-inputs: { id: !cel "inputs.id" }
-steps:
-  - { name: first, invoke: !ref greet, inputs: { who: ada } }
-  - { name: wait, invoke: !ref approval, inputs: { id: !cel "inputs.id" } }
-  - { name: last, invoke: !ref greet, inputs: { who: !cel "steps.wait.result.by" } }
-"""
+_FLOW = approval_flow("Compat", "durable-journal-sqlite", "path: ./journal.db")
 _COUNTING = """\
 ---
 kind: Run.Value
