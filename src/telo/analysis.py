@@ -43,7 +43,6 @@ from telo.manifest import (
     Cel,
     CelScope,
     Diagnostic,
-    LibraryModule,
     Manifest,
     ManifestLoadError,
     Pos,
@@ -326,42 +325,8 @@ class _Walker:
     def _owned(self, decl: ResourceDecl) -> bool:
         return decl.module == self.manifest.module
 
-    # --- resolution -----------------------------------------------------------------------------------------
-
     def _resolve(self, ref: Ref, decl: ResourceDecl) -> ResourceDecl | None:
-        """The declaration ``ref`` names from inside ``decl``: its ``with:`` scopes first, then its module's
-        resources (a library's own, for a library resource), then a library's exported ones."""
-        resources, imports = self._module_of(decl)
-        if ref.inline:
-            return resources.get(ref.name)
-        if ref.alias is None:
-            owner: ResourceDecl | None = decl
-            while owner is not None:
-                if ref.name in owner.scoped:
-                    return owner.scoped[ref.name]
-                owner = resources.get(owner.owner) if owner.owner else None
-            return resources.get(ref.name)
-        library = imports.get(ref.alias)
-        if isinstance(library, LibraryModule) and ref.name in library.exported_resources:
-            return library.resources.get(ref.name)
-        return None
-
-    def _module_of(self, decl: ResourceDecl) -> tuple[Mapping[str, ResourceDecl], Mapping[str, Any]]:
-        if self._owned(decl):
-            return self.manifest.resources, self.manifest.application.imports
-        for library in _libraries(self.manifest.application.imports):
-            if library.module == decl.module:
-                return library.resources, library.imports
-        return {}, {}
-
-
-def _libraries(imports: Mapping[str, Any], seen: set[int] | None = None) -> Iterator[LibraryModule]:
-    seen = seen if seen is not None else set()
-    for module in imports.values():
-        if isinstance(module, LibraryModule) and id(module) not in seen:
-            seen.add(id(module))
-            yield module
-            yield from _libraries(module.imports, seen)
+        return self.manifest.resolve_in(ref, decl)
 
 
 def _describe(decl: ResourceDecl) -> str:

@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from telo.errors import Code
-from telo.manifest import Diagnostic, LibraryModule, Manifest, Ref, ResourceDecl
+from telo.manifest import Diagnostic, Manifest, Ref, ResourceDecl
+from telo.manifest.model import libraries
 from telo.specs import conforms
 
 STATEMENTS = frozenset({"Sql.Query", "Sql.Command", "Sql.Exec", "Sql.Selection"})
@@ -30,11 +31,11 @@ _NOT_INVOKED = frozenset({"connection", "transaction", "journal", "queue", "inpu
 
 
 def transaction_requirement_checks(manifest: Manifest) -> list[Diagnostic]:
-    modules = _modules(manifest)
-    decls = [d for m in modules.values() for d in m.resources.values()]
+    decls = [*manifest.resources.values(),
+             *(d for library in libraries(manifest.application.imports) for d in library.resources.values())]
     if not any(d.kind in STATEMENTS and d.config.get("transaction") is not None for d in decls):
         return []
-    walk = _Walk(manifest, modules)
+    walk = _Walk(manifest)
     for target in manifest.application.targets:  # run at boot outside every transaction, whoever else reaches them
         ref = target.ref if target.ref is not None else (target.step or {}).get("invoke")
         if not isinstance(ref, Ref):
@@ -50,39 +51,15 @@ def transaction_requirement_checks(manifest: Manifest) -> list[Diagnostic]:
     return walk.findings()
 
 
-def _modules(manifest: Manifest) -> dict[str, Manifest]:
-    """Every module the manifest reaches, by module URL (a library's resources resolve inside it)."""
-    out = {manifest.module: manifest}
-    todo = [manifest]
-    while todo:
-        for imported in todo.pop().application.imports.values():
-            if isinstance(imported, LibraryModule) and imported.manifest is not None \
-                    and imported.module not in out:
-                out[imported.module] = imported.manifest
-                todo.append(imported.manifest)
-    return out
-
-
 class _Walk:
-    def __init__(self, manifest: Manifest, modules: Mapping[str, Manifest]) -> None:
+    def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
-        self.modules = modules
         self.seen: set[tuple[int, frozenset[int]]] = set()
         self.opened: dict[int, set[int]] = {}  # resource → the connections with a transaction open when reached
         self.pending: dict[int, tuple[ResourceDecl, ResourceDecl, tuple[str, ...], _Refs]] = {}
 
     def resolve(self, ref: Ref, decl: ResourceDecl | None) -> ResourceDecl | None:
-        """What ``ref`` names from inside ``decl`` (``None``: from the application's header)."""
-        owner: ResourceDecl | None = decl
-        while ref.alias is None and owner is not None:  # `with:`-scoped names first
-            if ref.name in owner.scoped:
-                return owner.scoped[ref.name]
-            owner = self.modules[owner.module].resources.get(owner.owner) if owner.owner else None
-        module = self.modules.get(decl.module, self.manifest) if decl is not None else self.manifest
-        try:
-            return module.resolve(ref)
-        except KeyError:
-            return None
+        return self.manifest.resolve_in(ref, decl)
 
     def connection(self, decl: ResourceDecl) -> ResourceDecl | None:
         ref = decl.config.get("connection")

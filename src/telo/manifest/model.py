@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -171,9 +171,46 @@ class Manifest:
             return library.resources[ref.name]
         raise KeyError(ref.text)
 
+    def resolve_in(self, ref: Ref, decl: ResourceDecl | None = None) -> ResourceDecl | None:
+        """The declaration ``ref`` names from inside ``decl`` (``None``: this file's header), or ``None``:
+        ``decl``'s ``with:`` scopes first, then its module's resources — a library's own, for a library's resource
+        — then the exported resources of that module's imports (what the static walks follow)."""
+        resources, imports = self._module_of(decl)
+        if ref.inline:
+            return resources.get(ref.name)
+        if ref.alias is None:
+            owner = decl
+            while owner is not None:
+                if ref.name in owner.scoped:
+                    return owner.scoped[ref.name]
+                owner = resources.get(owner.owner) if owner.owner else None
+            return resources.get(ref.name)
+        library = imports.get(ref.alias)
+        if isinstance(library, LibraryModule) and ref.name in library.exported_resources:
+            return library.resources.get(ref.name)
+        return None
+
+    def _module_of(self, decl: ResourceDecl | None) -> tuple[Mapping[str, ResourceDecl], Mapping[str, Any]]:
+        if decl is None or decl.module == self.module:
+            return self.resources, self.application.imports
+        for library in libraries(self.application.imports):
+            if library.module == decl.module:
+                return library.resources, library.imports
+        return {}, {}
+
     def kind(self, name: str) -> KindSpec:
         """A kind by the name written in this file (``Local.Workflow``) or by canonical name."""
         return self.kinds.get(name) or self.canonical_kinds[name]
 
     def inline_resources(self, owner: str | None = None) -> list[ResourceDecl]:
         return [r for r in self.resources.values() if r.owner is not None and (owner is None or r.owner == owner)]
+
+
+def libraries(imports: Mapping[str, Any], seen: set[int] | None = None) -> Iterator[LibraryModule]:
+    """Every library ``imports`` reaches, its libraries' own imports included, each once."""
+    seen = seen if seen is not None else set()
+    for module in imports.values():
+        if isinstance(module, LibraryModule) and id(module) not in seen:
+            seen.add(id(module))
+            yield module
+            yield from libraries(module.imports, seen)
