@@ -102,6 +102,13 @@ class Code(StrEnum):
                              "delivered", "deliver before the deadline, or catch the timeout")
     DURABLE_TOKEN_REQUIRED = ("ERR_DURABLE_TOKEN_REQUIRED", "an Await or a delivery got an empty or non-string "
                               "token", "pass the token the run parked on")
+    DURABLE_MESSAGE_INVALID = ("ERR_DURABLE_MESSAGE_INVALID", "a message's topic or key, or an event's name, is not a "
+                               "non-empty string", "name the topic (and key) as non-empty strings")
+    DURABLE_EVENT_NOT_SET = ("ERR_DURABLE_EVENT_NOT_SET", "`telo events get` waited for an event the run had not "
+                             "published by the end of the wait (or settled without publishing)",
+                             "wait longer (`--wait`), or check the name with `telo events list RUN`")
+    DURABLE_STREAM_CLOSED = ("ERR_DURABLE_STREAM_CLOSED", "Durable.StreamWrite wrote to a stream of its run that an "
+                             "earlier step closed", "write every value before the step that closes the stream")
     DURABLE_PAYLOAD_INVALID = ("ERR_DURABLE_PAYLOAD_INVALID", "a delivered payload is not JSON or does not match "
                                "the awaiting step's declared type", "send a payload of the awaited type")
     DURABLE_SCHEDULE_INVALID = ("ERR_DURABLE_SCHEDULE_INVALID", "a schedule has no `after`/`at`, or an `at` that "

@@ -112,7 +112,7 @@ def test_a_run_in_the_api_and_on_its_page(store: SqliteStore, client: TestClient
     assert detail["status"] == "parked" and detail["workflow"] == "flow"
     assert detail["inputs"] == {"value": {"id": "flow:a1"}}
     assert detail["actions"] == {"deliver": "go:a1", "deliverSchema": None, "cancel": True, "resume": True,
-                                 "resumeForce": False, "resolve": []}
+                                 "resumeForce": False, "resolve": [], "send": True, "sendTopic": None}
     assert "result" not in detail and detail["held"] is False
     page = client.get(run_url("flow:a1"))
     assert page.status_code == 200
@@ -125,7 +125,7 @@ def test_a_run_in_the_api_and_on_its_page(store: SqliteStore, client: TestClient
     assert done["result"] == {"value": {"n": 2}} and done["replayedSteps"] == 3
     assert done["collapsedRegions"] == 1 and done["collapseReasons"] == ["Durable.Idempotent (idempotent): why"]
     assert done["actions"] == {"deliver": None, "deliverSchema": None, "cancel": False, "resume": False,
-                               "resumeForce": False, "resolve": []}
+                               "resumeForce": False, "resolve": [], "send": False, "sendTopic": None}
     done_page = client.get(run_url("done:1")).text
     assert "Durable.Idempotent (idempotent): why" in done_page and 'id="deliver-form"' not in done_page
 

@@ -1,4 +1,5 @@
-"""What an operator does to runs, as :class:`~telo.api.aio.AsyncApp` methods: list them, deliver, cancel,
+"""What an operator does to runs, as :class:`~telo.api.aio.AsyncApp` methods: list them, deliver, send messages
+and read events, cancel,
 resume, resolve, fork, restore, and read checkpoints and journals (``telo runs list``, ``telo deliver`` …); and to
 queues and durable schedules (``telo queues``, ``telo schedules``).
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 from abc import abstractmethod
+from collections.abc import AsyncIterator
 from typing import Any
 
 from telo.api.results import (
@@ -28,6 +30,9 @@ from telo.api.results import (
     run_id,
 )
 from telo.clock import Clock
+from telo.durable import messages, streams
+from telo.durable.messages import Event, Sent
+from telo.durable.streams import StreamPage
 from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, RunFilter, RunRecord
@@ -89,6 +94,47 @@ class OperatorActions:
             return Delivery(False)
         continued = continue_run and await self._continue(out.run, background=True)
         return Delivery(True, out.run, continued)
+
+    async def send(self, run: RunLike, topic: str, payload: Any = None, *, key: str | None = None,
+                   continue_run: bool = True) -> Sent:
+        """Send a message to the run's receives of ``topic`` (``Durable.Receive``; ``telo send``): durable on return,
+        idempotent by ``key`` (a second send with one key writes nothing and answers ``duplicate=True``). A run
+        parked on the topic continues in this process (``continue_run``). ``ERR_DURABLE_RUN_NOT_FOUND`` /
+        ``ERR_DURABLE_RUN_SETTLED`` for a run nothing would receive it in."""
+        await self._ready()
+        target = run_id(run)
+        out = await asyncio.to_thread(lambda: actions.send(self._store(), target, topic, payload, key=key))
+        if out.woke and continue_run:
+            await self._continue(target, background=True)
+        return out
+
+    async def event(self, run: RunLike, name: str, *, wait: float | None = None) -> Event | None:
+        """The latest value the run published under ``name`` (``Durable.Publish``; ``telo events get``), or None;
+        with ``wait`` (seconds), waits up to that long for one (a run that settles without publishing ends the
+        wait)."""
+        await self._ready()
+        return await messages.wait_for_event(self._store(), run_id(run), name, int((wait or 0) * 1000),
+                                             clock=self.clock)
+
+    async def events(self, run: RunLike, name: str | None = None) -> list[Event]:
+        """Every event the run published (of ``name``), oldest first (``telo events list``)."""
+        await self._ready()
+        target = run_id(run)
+        return await asyncio.to_thread(lambda: actions.events(self._store(), target, name))
+
+    async def read_stream(self, run: RunLike, stream: str, offset: int = 0) -> StreamPage:
+        """One read of a run's stream (``Durable.StreamWrite``): the values from ``offset`` on, ``next`` to read
+        from after them, and whether it ``ended`` (closed, or the run settled)."""
+        await self._ready()
+        target = run_id(run)
+        return await asyncio.to_thread(streams.read, self._store(), target, stream, offset)
+
+    def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: float | None = None
+               ) -> AsyncIterator[tuple[int, Any]]:
+        """Every ``(offset, value)`` of a run's stream from ``offset`` on, waiting for more until the stream is
+        closed or the run settles (``telo stream read --follow``); with ``wait`` (seconds), it also ends once
+        that long passes with nothing new."""
+        return streams.follow(self._store(), run_id(run), stream, offset, clock=self.clock, wait_s=wait)
 
     async def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
         """Cancel the run (a body executing now stops at its next step); false if it had already settled."""

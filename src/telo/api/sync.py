@@ -8,7 +8,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,7 +26,9 @@ from telo.api.results import (
     Wait,
 )
 from telo.clock import Clock
+from telo.durable.messages import Event, Sent
 from telo.durable.slots import DEFAULT_CONCURRENCY
+from telo.durable.streams import StreamPage
 from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE
@@ -143,6 +145,37 @@ class App:
     def deliver(self, token: str, payload: Any = None, *, continue_run: bool = True) -> Delivery:
         """See :meth:`AsyncApp.deliver`."""
         return self._call(self.aio.deliver(token, payload, continue_run=continue_run))
+
+    def send(self, run: RunLike, topic: str, payload: Any = None, *, key: str | None = None,
+             continue_run: bool = True) -> Sent:
+        """See :meth:`AsyncApp.send`."""
+        return self._call(self.aio.send(run, topic, payload, key=key, continue_run=continue_run))
+
+    def event(self, run: RunLike, name: str, *, wait: float | None = None) -> Event | None:
+        """See :meth:`AsyncApp.event`."""
+        return self._call(self.aio.event(run, name, wait=wait))
+
+    def events(self, run: RunLike, name: str | None = None) -> list[Event]:
+        """See :meth:`AsyncApp.events`."""
+        return self._call(self.aio.events(run, name))
+
+    def read_stream(self, run: RunLike, stream: str, offset: int = 0) -> StreamPage:
+        """See :meth:`AsyncApp.read_stream`."""
+        return self._call(self.aio.read_stream(run, stream, offset))
+
+    def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: float | None = None
+               ) -> Iterator[tuple[int, Any]]:
+        """See :meth:`AsyncApp.stream`: a generator that blocks for each next value."""
+        values = self.aio.stream(run, stream, offset, wait=wait)
+
+        async def next_value() -> tuple[int, Any]:
+            return await anext(values)
+
+        while True:
+            try:
+                yield self._call(next_value())
+            except StopAsyncIteration:
+                return
 
     def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
         """See :meth:`AsyncApp.cancel`."""

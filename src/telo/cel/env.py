@@ -57,6 +57,7 @@ STANDARD_VARIABLES: Final[Mapping[str, str]] = MappingProxyType(
         "items": "dyn",
         "iteration": "dyn",
         "previous": "dyn",
+        "batch": "map",  # Durable.Consume: {index, items, from, to}
     }
 )
 

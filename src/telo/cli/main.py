@@ -12,6 +12,7 @@ import click
 
 import telo.cli.journal_cmds as journal_cmds
 import telo.cli.logs as logs
+import telo.cli.message_cmds as message_cmds
 import telo.cli.queues_cmds as queues_cmds
 import telo.cli.run_cmds as run_cmds
 import telo.cli.runs_cmds as runs_cmds
@@ -74,7 +75,7 @@ def frame_decode(frame_text: str) -> None:
     click.echo(json.dumps(to_plain(decode_frame(frame_text)), ensure_ascii=False))
 
 
-for module in (run_cmds, runs_cmds, runs_group, queues_cmds, schedules_cmds, travel_cmds, ui_cmd):
+for module in (run_cmds, runs_cmds, runs_group, message_cmds, queues_cmds, schedules_cmds, travel_cmds, ui_cmd):
     for command in module.COMMANDS:
         cli.add_command(command)
 runs_group.runs.add_command(journal_cmds.journal_command)

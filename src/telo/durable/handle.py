@@ -382,7 +382,8 @@ class LocalRunHandle:
         rolled back took them with it (spec §8.2), so a retry of that region must execute them again rather
         than replay results whose effects were rolled back."""
         for path in list(self.entries)[mark:]:
-            if prefix is None or path == prefix or path.startswith(prefix + "/"):
+            # (with the turns dispatched at `prefix`: a Durable.Consume batch's steps are `<prefix>[k]/…`)
+            if prefix is None or paths.is_within(path, prefix, include_turns=True):
                 del self.entries[path]
 
     # --- zones and collapse ---------------------------------------------------------------------------

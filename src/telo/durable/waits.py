@@ -21,6 +21,7 @@ from typing import Any
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock, uuid4
+from telo.durable.messages import INBOX_TOKEN_PREFIX
 from telo.engine.composers import dispatch_path
 from telo.engine.context import current
 from telo.engine.handle import RunHandle, as_epoch_ms, epoch_ms_value
@@ -59,14 +60,14 @@ async def sleep(resource: str, *, for_ms: int | None = None, until_ms: int | Non
         return epoch_ms_value(handle, ms)
 
     wake_at = await handle.decide(paths.wake_at_path(here), "value", wake)
-    due = _epoch_ms(wake_at, resource, "wakeAt")
+    due = epoch_ms_of(wake_at, resource, "wakeAt")
     if clock.now_ms() >= due:  # (a double as recorded; an int as this journal's writer records one)
         return {"wokeAt": wake_at if type(wake_at) is float else epoch_ms_value(handle, due)}
     suspend_allowed(resource)
     await handle.park(ParkWhere(here, resource), ParkUntil(at=due))
 
 
-def _epoch_ms(recorded: Any, resource: str, what: str) -> int:
+def epoch_ms_of(recorded: Any, resource: str, what: str) -> int:
     """A recorded time as epoch ms: an int as telo records it, or a double (an upstream or legacy journal's)."""
     due = as_epoch_ms(recorded)
     if due is None:
@@ -94,7 +95,7 @@ async def await_delivery(resource: str, *, token: Callable[[], Any] | None = Non
     wake_token = await handle.decide(paths.token_path(here), "value", make_token)
     deadline = None
     if timeout_ms is not None:
-        deadline = _epoch_ms(await handle.decide(paths.deadline_path(here), "value",
+        deadline = epoch_ms_of(await handle.decide(paths.deadline_path(here), "value",
                                                  lambda: epoch_ms_value(handle, clock.now_ms() + timeout_ms)),
                              resource, "deadline")
         if clock.now_ms() >= deadline:
@@ -124,6 +125,10 @@ def deliver(store: Store, token: str, payload: Any) -> dict[str, Any]:
     if not isinstance(token, str) or not token:
         raise TeloError(Code.DURABLE_TOKEN_REQUIRED, "a delivery needs a non-empty token",
                         hint="pass the token the await parked on (see `telo status RUN`)")
+    if token.startswith(INBOX_TOKEN_PREFIX):  # a Durable.Receive's park: its answer is a message, never a delivery
+        raise TeloError(Code.DURABLE_TOKEN_REQUIRED, f"{token!r} is a receive's wait for a message, not an Await's "
+                        "token: a delivery cannot answer it", hint="send the run a message: `telo send RUN TOPIC`",
+                        data={"token": token})
     record = store.run_parked_on(token)
     if record is None or record.parked is None:
         return {"delivered": False}

@@ -15,7 +15,8 @@ interrupt                      the run record's park (status ``parked``)
 snapshot                       a decision at ``@snapshot[<base>]`` holding the whole state
 transaction                    every other decision; a restore (``@restore[k]``) or fork (``@forked``,
                                which also records whose keys the fork's steps carry: telo.journal.lineage)
-stream_cursor                  none: telo has no streams; a composer's per-turn decisions pin its cursor
+stream_cursor                  a ``stream_cursor`` decision at ``<step>/@cursor[k]``: where a
+                               ``Durable.Consume`` got to after batch ``k`` (telo.kinds.consume)
 =============================  ======================================================================
 
 **Epochs.** A restore never rewrites history (event-log §6): it appends ``@restore[k]`` naming a checkpoint,
@@ -49,6 +50,7 @@ from telo.journal.store import Store
 
 SNAPSHOT = "snapshot"
 RESTORE = "restore"
+STREAM_CURSOR = "stream_cursor"  # a Durable.Consume's cursor decision
 FORKED = lineage.FORKED
 _SNAPSHOT_SEG = paths.reserved(SNAPSHOT)
 _RESTORE_SEG = paths.reserved(RESTORE)
@@ -162,6 +164,8 @@ def classify(entry: Entry) -> EventKind:
         return EventKind.RETRY_DECISION
     if entry.decision == "inputs" and logical != paths.WORKFLOW_INPUTS:
         return EventKind.EFFECT_INTENT
+    if entry.decision == STREAM_CURSOR:
+        return EventKind.STREAM_CURSOR
     return EventKind.TRANSACTION
 
 

@@ -328,6 +328,20 @@ class PostgresStore(PgReads, PgQueueOverrides, Store, GroupCommitStore):
     def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
         return self._entry_write(self._append_op(run, entry, fence=fence))
 
+    def append_in_order(self, run: str, entry: Entry) -> Entry:
+        """In a transaction of its own (or the ambient one) that first takes a per-run advisory lock: the next
+        such append to the run waits for this one to commit before its INSERT draws a seq (Store.append_in_order).
+        Never in the writer's batch, whose other runs' locks could then be taken in two orders."""
+        op = self._append_op(run, entry)
+        tx = ambient_of(self)
+        with db_errors("append a journal entry"):
+            if tx is not None:
+                tx.connection.execute(self._q.lock_appends, (f"{self._q.channel}:{run}",))
+                return op(tx.connection)
+            with self._pool.connection() as conn, conn.transaction():
+                conn.execute(self._q.lock_appends, (f"{self._q.channel}:{run}",))
+                return op(conn)
+
     def submit_append_async(self, run: str, entry: Entry, *, fence: Fence | None = None) -> asyncio.Future[Entry]:
         return self._submit_async(self._append_op(run, entry, fence=fence))
 

@@ -135,6 +135,7 @@ class PgSql:
     deliver_unpark: str
     append: str
     append_fenced: str
+    lock_appends: str  # append_in_order's per-run lock, keyed by "<channel>:<run>" (unique per table)
     select_entry: str
     select_entries: str
     entry_mark: str  # Store.journal_mark: the entries' count and highest seq
@@ -224,6 +225,7 @@ class PgSql:
             deliver_unpark=fmt(f"UPDATE {{runs}} SET status = 'running', {_CLEAR_PARK}, due_at = NULL, "
                                "updated_at = %s WHERE run = %s"),
             append=append("WHERE EXISTS (SELECT 1 FROM {runs} WHERE run = %(run)s)"),
+            lock_appends="SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
             append_fenced=append("FROM {runs} r WHERE r.run = %(run)s AND r.claim_holder = %(f_holder)s "
                                  "AND r.claim_fence = %(f_token)s FOR SHARE OF r"),
             select_entry=fmt("SELECT {ecols} FROM {entries} WHERE run = %s AND path = %s"),

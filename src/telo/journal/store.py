@@ -266,6 +266,12 @@ class Store(abc.ABC):
     def append(self, run: str, entry: Entry, *, fence: Fence | None = None) -> Entry:
         """Append unless the path already has an entry; return the STORED entry (with its ``seq``)."""
 
+    def append_in_order(self, run: str, entry: Entry) -> Entry:
+        """:meth:`append` (unfenced), visible in ``seq`` order among the run's other such entries: no reader sees
+        one while one with a lower ``seq`` is still to commit (messages into a run, telo.durable.messages).
+        SQLite, file and memory number and commit one writer at a time; PostgreSQL serializes these per run."""
+        return self.append(run, entry)
+
     @abc.abstractmethod
     def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
         """Deliver to the run parked on ``token`` (reference §6 "Local.Deliver"), atomically: store a step
@@ -367,47 +373,38 @@ class GroupCommitStore(Protocol):
 
     def submit_append_async(self, run: str, entry: Entry, *, fence: Fence | None = None) -> asyncio.Future[Entry]:
         """:meth:`Store.append`, queued: the future settles with the STORED entry."""
-        ...
 
     def submit_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
         """An append of ``chain``'s execution, fenced by the chain's fence: refused over a broken chain, and
         breaking it should it fail or find another value stored at its path (the future then raises)."""
-        ...
 
     def admit_async(self, admission: Admission, *, claim: Claim | None = None) -> asyncio.Future[AdmitResult]:
         """:meth:`Store.admit`; ``claim``: the new run's first claim, written with its row under fencing token 1
         (a run started by this process is executed by it). A run that exists already keeps its claim."""
-        ...
 
     def claim_async(self, run: str, holder: str, ttl_ms: int, now_ms: int) -> asyncio.Future[int | None]:
         """:meth:`Store.claim`: the new fencing token, or None if refused."""
-        ...
 
     def park_async(self, run: str, parked: Parked, *, chain: WriteChain | None = None,
                    fence: Fence | None = None) -> asyncio.Future[RunRecord]:
         """:meth:`Store.park`, after ``chain``'s writes (and fenced by its fence) when given one."""
-        ...
 
     def unpark_async(self, run: str) -> asyncio.Future[bool]:
         """:meth:`Store.unpark`."""
-        ...
 
     def complete_async(self, run: str, outcome: Outcome, *, chain: WriteChain | None = None,
                        fence: Fence | None = None) -> asyncio.Future[RunRecord]:
         """:meth:`Store.complete`; given ``chain``, it commits only if every earlier write of the chain did —
         queued behind them, it needs no wait for them first."""
-        ...
 
     def update_run_async(self, run: str, *, fence: Fence | None = None, **fields: Any) -> asyncio.Future[RunRecord]:
         """:meth:`Store.update_run`."""
-        ...
 
     def claim_due_async(self, holder: str, ttl_ms: int, now_ms: int, limit: int, *,
                         only: Sequence[str] | None = None, workflows: Sequence[str] | None = None,
                         skip: Collection[str] = (),
                         queues: Mapping[str, QueueLimits] | None = None) -> asyncio.Future[list[RunRecord]]:
         """:meth:`Store.claim_due`."""
-        ...
 
     def admit_granted_async(self, admission: Admission, holder: str, ttl_ms: int, now_ms: int, queues: Mapping[
         str, QueueLimits], *, decided: asyncio.Future[Any] | None = None) -> asyncio.Future[tuple[AdmitResult, Any]]:
@@ -416,15 +413,12 @@ class GroupCommitStore(Protocol):
     def read_run_async(self, run: str) -> asyncio.Future[RunRecord | None]:
         """:meth:`Store.read_run`, as of the last commit. The reads asked in one loop iteration may share one
         query (a worker continuing a hundred runs reads their records at once)."""
-        ...
 
     def status_async(self, run: str) -> asyncio.Future[str | None]:
         """The run's status, None for an unknown run (a cancel check), as of the last commit. The asks of one
         loop iteration may share one read; inside an ambient transaction it is read at once."""
-        ...
 
     def commit_queued(self) -> bool:
         """Commit what is queued now, on the calling thread, if the store's writer is not at it — for a caller
         about to wait for those writes with nothing else to run meanwhile. False (nothing done) if it is busy;
         either way the order of the commits stays FIFO."""
-        ...

@@ -186,52 +186,59 @@ class Transaction(OnConnection):
     async def invoke(self, inputs: Any) -> Any:
         body_inputs = self.inputs.evaluate(self.call_scope(inputs)) if self.inputs is not None else (
             inputs if inputs is not None else {})
-        conn = self.connection
-        ctx = current()
-        store = _journal_store(ctx.handle)
-        enclosing = open_transaction(conn)
-        opened: Any = None  # a pooled connection this transaction took, to give back at the end
-        if store is not None and drivers.same_database(conn.target, store):
-            # The journal writes into this database: open the transaction THROUGH the store, so the body's
-            # journal appends join it and `writes_inside` attests the zone (spec §8.2). Nested, the store
-            # makes it a SAVEPOINT of the enclosing one.
-            flush = getattr(ctx.handle, "flush", None)
-            if flush is not None:
-                # The run's deferred entries commit through the store's writer, which would wait for this
-                # transaction's write lock while the body waited for them: they go first.
-                await flush()
-            manager: AbstractContextManager[Any] = store.transaction()
-            journaled = True
-        elif enclosing is not None:
-            manager = drivers.plain_transaction(conn.target, enclosing.connection, enclosing.lock, nested=True)
-            journaled = False
-        else:
-            opened = await conn.acquire()
-            manager = drivers.plain_transaction(conn.target, opened, threading.RLock(), nested=False)
-            journaled = False
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": body_inputs, "steps": {}}
-
-        async def body(tx: Any) -> None:
-            lock = getattr(tx, "lock", None) or threading.RLock()
-            visible = OpenTransaction(conn, tx.connection, lock, journaled)
-            zone = Zone(self.kind, {ATOMIC: ATOMIC_REASON, NO_SUSPEND: NO_SUSPEND_REASON}, resource=self.name,
-                        transaction=tx)
-            with entered(derive(zone=zone, extra=(TX_KEY, visible))):
-                await run_steps(self.steps, scope, self.app.services)
-
-        mark = _entries_mark(ctx.handle) if journaled else None
-        try:
-            await _within(manager, body)
-        except BaseException:
-            if mark is not None:
-                _forget_rolled_back(ctx.handle, mark, ctx.path)
-            raise
-        finally:
-            if opened is not None:
-                await conn.release(opened)
+        await in_transaction(self.kind, self.name, self.connection,
+                             lambda: run_steps(self.steps, scope, self.app.services))
         if self.body_ref:
             return scope["steps"].get(BODY_STEP, {}).get("result")
         return {"steps": scope["steps"]}
+
+
+async def in_transaction(kind: str, resource: str, conn: Connection, body: Callable[[], Awaitable[Any]]) -> None:
+    """Run ``body`` in one database transaction on ``conn`` (module docstring), inside an atomic, no-suspend
+    zone of ``kind``/``resource``: ``Sql.Transaction``'s body, and a ``Durable.Consume`` batch's steps with its
+    cursor (telo.kinds.consume)."""
+    ctx = current()
+    store = _journal_store(ctx.handle)
+    enclosing = open_transaction(conn)
+    opened: Any = None  # a pooled connection this transaction took, to give back at the end
+    if store is not None and drivers.same_database(conn.target, store):
+        # The journal writes into this database: open the transaction THROUGH the store, so the body's
+        # journal appends join it and `writes_inside` attests the zone (spec §8.2). Nested, the store
+        # makes it a SAVEPOINT of the enclosing one.
+        flush = getattr(ctx.handle, "flush", None)
+        if flush is not None:
+            # The run's deferred entries commit through the store's writer, which would wait for this
+            # transaction's write lock while the body waited for them: they go first.
+            await flush()
+        manager: AbstractContextManager[Any] = store.transaction()
+        journaled = True
+    elif enclosing is not None:
+        manager = drivers.plain_transaction(conn.target, enclosing.connection, enclosing.lock, nested=True)
+        journaled = False
+    else:
+        opened = await conn.acquire()
+        manager = drivers.plain_transaction(conn.target, opened, threading.RLock(), nested=False)
+        journaled = False
+
+    async def run(tx: Any) -> None:
+        lock = getattr(tx, "lock", None) or threading.RLock()
+        visible = OpenTransaction(conn, tx.connection, lock, journaled)
+        zone = Zone(kind, {ATOMIC: ATOMIC_REASON, NO_SUSPEND: NO_SUSPEND_REASON}, resource=resource,
+                    transaction=tx)
+        with entered(derive(zone=zone, extra=(TX_KEY, visible))):
+            await body()
+
+    mark = _entries_mark(ctx.handle) if journaled else None
+    try:
+        await _within(manager, run)
+    except BaseException:
+        if mark is not None:
+            _forget_rolled_back(ctx.handle, mark, ctx.path)
+        raise
+    finally:
+        if opened is not None:
+            await conn.release(opened)
 
 
 async def _within(manager: AbstractContextManager[T], body: Callable[[T], Awaitable[R]]) -> R:

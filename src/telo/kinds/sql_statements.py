@@ -22,7 +22,7 @@ from typing import Any
 
 from telo.errors import Code, TeloError
 from telo.kinds import sql_drivers as drivers
-from telo.kinds.sql import OnConnection, open_transaction
+from telo.kinds.sql import Connection, OnConnection, open_transaction
 from telo.kinds.sql_text import is_bound, positional, render_bound, selection
 from telo.manifest import SqlText
 from telo.runtime.contracts import contract_for
@@ -51,25 +51,32 @@ class _OnConnection(OnConnection):
                             f"{conn.name!r} and was called outside one",
                             hint="invoke it from the body of a Sql.Transaction on that connection",
                             data={"connection": conn.name})
-        if tx is not None:
-            def on_tx() -> Rows:
-                with tx.lock:
-                    return drivers.execute(tx.connection, text, params, rows=rows)
+        return await run_sql(conn, text, params, rows=rows)
 
-            return await asyncio.to_thread(on_tx)
 
-        # waiting for a pooled connection must not hold one of the loop's worker threads: the holders need
-        # them to run their statements and give theirs back (Connection.acquire)
-        db = await conn.acquire()
-        running = asyncio.ensure_future(asyncio.to_thread(drivers.execute, db, text, params, rows=rows))
-        try:
-            return await asyncio.shield(running)
-        finally:
-            if running.done():
-                await conn.release(db)
-            else:  # cancelled: the statement runs on in its thread (a driver call cannot be interrupted) — its
-                # connection goes back when it ends, not now, or another holder would run on it at the same time
-                running.add_done_callback(lambda _: _later(conn.release(db)))
+async def run_sql(conn: Connection, text: str, params: Any, *, rows: bool) -> Rows:
+    """Run ``text`` on the open transaction of ``conn``, or alone on a pooled connection (committing on its
+    own): the statements', and a ``Durable.Consume`` SQL source's (telo.kinds.consume)."""
+    tx = open_transaction(conn)
+    if tx is not None:
+        def on_tx() -> Rows:
+            with tx.lock:
+                return drivers.execute(tx.connection, text, params, rows=rows)
+
+        return await asyncio.to_thread(on_tx)
+
+    # waiting for a pooled connection must not hold one of the loop's worker threads: the holders need
+    # them to run their statements and give theirs back (Connection.acquire)
+    db = await conn.acquire()
+    running = asyncio.ensure_future(asyncio.to_thread(drivers.execute, db, text, params, rows=rows))
+    try:
+        return await asyncio.shield(running)
+    finally:
+        if running.done():
+            await conn.release(db)
+        else:  # cancelled: the statement runs on in its thread (a driver call cannot be interrupted) — its
+            # connection goes back when it ends, not now, or another holder would run on it at the same time
+            running.add_done_callback(lambda _: _later(conn.release(db)))
 
 
 class _Statement(_OnConnection):

@@ -1,7 +1,7 @@
-"""Operating on runs: deliver, cancel, resume, resolve, fork, restore. Synchronous (stores block and are
-thread-safe; the Python API calls these through ``asyncio.to_thread``). Each returns a typed result and
-raises :class:`~telo.errors.TeloError` with a code; none continues a run — a worker, a rerun, or the Python
-API (which continues runs of its own application in-process) does that.
+"""Operating on runs: deliver, send (messages), events, cancel, resume, resolve, fork, restore. Synchronous
+(stores block and are thread-safe; the Python API calls these through ``asyncio.to_thread``). Each returns a
+typed result and raises :class:`~telo.errors.TeloError` with a code; none continues a run — a worker, a rerun,
+or the Python API (which continues runs of its own application in-process) does that.
 
 The rules that the addressing kinds share live one layer down, in :mod:`telo.durable.operator`; the payload
 schema a delivery is checked against is the one the Await recorded in the journal (:func:`telo.durable.waits
@@ -10,13 +10,15 @@ schema a delivery is checked against is the one the Await recorded in the journa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from telo.clock import SYSTEM_CLOCK, Clock, uuid4_hex
-from telo.durable import operator
+from telo.durable import messages, operator, streams
+from telo.durable.messages import Event, Sent
 from telo.durable.operator import Cancelled, Resumed
+from telo.durable.streams import StreamPage
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint
@@ -24,8 +26,9 @@ from telo.journal.model import NO_VALUE
 from telo.journal.store import Store
 from telo.operations.runs import resolve_checkpoint
 
-__all__ = ["Cancelled", "Delivered", "Forked", "Restored", "Resumed", "cancel", "deliver", "fork", "fork_id",
-           "payload_from_json", "resolve", "restore", "resume"]
+__all__ = ["Cancelled", "Delivered", "Event", "Forked", "Restored", "Resumed", "Sent", "cancel", "deliver", "events",
+           "follow_stream", "fork", "fork_id", "payload_from_json", "read_stream", "resolve", "restore", "resume",
+           "send", "wait_for_event"]
 
 FORK_MARK = ":fork:"  # docs/cli.md: a fork's default id is <run>:fork:<8 hex>
 
@@ -88,6 +91,34 @@ def deliver(store: Store, token: str, payload: Any) -> Delivered:
     out = deliver_to(store, token, payload)
     run = out.get("run")
     return Delivered(bool(out.get("delivered")), run if isinstance(run, str) else None)
+
+
+def send(store: Store, run: str, topic: str, payload: Any, *, key: str | None = None) -> Sent:
+    """Send ``payload`` to the run's receives of ``topic``, durable on return; idempotent by ``key`` (a second
+    send with one key writes nothing: ``duplicate``). A receive parked on the topic is made due again (``woke``)."""
+    return messages.send(store, run, topic, payload, key=key)
+
+
+def events(store: Store, run: str, name: str | None = None) -> list[Event]:
+    """Every event the run published (of ``name``, when given), oldest first."""
+    return messages.events(store, run, name)
+
+
+async def wait_for_event(store: Store, run: str, name: str, wait_ms: int, *, clock: Clock = SYSTEM_CLOCK
+                         ) -> Event | None:
+    """The latest event of ``name``, waiting up to ``wait_ms`` for the run to publish one (None if none came)."""
+    return await messages.wait_for_event(store, run, name, wait_ms, clock=clock)
+
+
+def read_stream(store: Store, run: str, stream: str, offset: int = 0) -> StreamPage:
+    """The run's stream from ``offset`` on: its values, the next offset, and whether it ended."""
+    return streams.read(store, run, stream, offset)
+
+
+def follow_stream(store: Store, run: str, stream: str, offset: int = 0, *, wait_s: float | None = None,
+                  clock: Clock = SYSTEM_CLOCK) -> AsyncIterator[tuple[int, Any]]:
+    """Every value of the stream from ``offset`` on, waiting for more until it is closed or the run settles."""
+    return streams.follow(store, run, stream, offset, wait_s=wait_s, clock=clock)
 
 
 def cancel(store: Store, run: str, reason: str) -> Cancelled:

@@ -7,6 +7,8 @@ Pages                                  JSON
 (live refresh of the pages)            ``GET /api/events``                server-sent events: the runs changed
                                        ``GET /api/runs/{run}/events``     server-sent events: the run changed
 (the run page's checkpoints)           ``GET /api/runs/{run}/checkpoints`` restore and fork points
+(the run page's events, streams)       ``GET /api/runs/{run}/published``, ``/streams`` (:mod:`.messages`)
+``GET /runs/{run}/streams/{stream}``   ``GET /api/runs/{run}/streams/{stream}`` a stream's values from an offset
 ``GET /queues``                        ``GET /api/queues``                queues with runs: depth, holding
 ``GET /queues/{queue}``                ``GET /api/queues/{queue}``        a queue per key and process, oldest
 (live refresh of a queue page)         ``GET /api/queues/{queue}/events`` server-sent events: it changed
@@ -48,7 +50,7 @@ from telo.journal.redact import redact
 from telo.journal.store import Store
 from telo.operations import actions
 from telo.runtime.app import Application
-from telo.server import console, live, operate, search, views
+from telo.server import console, live, messages, operate, search, views
 from telo.server import queues as queue_pages
 from telo.server import schedules as schedule_pages
 from telo.server.operate import run_param, run_url
@@ -62,6 +64,7 @@ _STATUS_OF: Mapping[str, int] = {
     Code.DURABLE_MANIFEST_CHANGED: 409,
     Code.DURABLE_RUN_SETTLED: 409,
     Code.DURABLE_PAYLOAD_INVALID: 400,
+    Code.DURABLE_MESSAGE_INVALID: 400,
     Code.DURABLE_TOKEN_REQUIRED: 400,
     Code.INVALID_VALUE: 400,
     Code.INVALID_CURSOR: 400,
@@ -105,6 +108,7 @@ def _templates() -> Jinja2Templates:
     env.filters["run_url"] = run_url
     env.filters["queue_url"] = queue_pages.queue_url
     env.filters["schedule_url"] = schedule_pages.schedule_url
+    env.filters["stream_url"] = messages.stream_url
     env.filters["time"] = _time_text
     env.filters["duration"] = _duration_text
     env.filters["json"] = _json_text
@@ -155,8 +159,10 @@ class Dashboard:
             found: dict[str, Any] = await self.call(views.checkpoints, run)
         except TeloError as exc:  # a log that does not read: the timeline shows why; the page still renders
             found = {"run": run, "checkpoints": [], "error": {"code": exc.code, "message": redact(exc.message)}}
+        outputs = await self.call(messages.run_outputs, run)  # its events and streams (issue 18)
         return self.page(request, "run.html", {"run": detail, "timeline": timeline, "bars": bars,
-                                               "checkpoints": found, "keep_keys_field": views.KEEP_KEYS_FIELD,
+                                               "checkpoints": found, "outputs": outputs,
+                                               "keep_keys_field": views.KEEP_KEYS_FIELD,
                                                "fork_note": partial(actions.fork_keys_note, keep=views.KEEP_KEYS_ASK)})
 
     async def queues_page(self, request: Request) -> Response:
@@ -244,6 +250,7 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
     # restart invalidates open forms; reloading the page issues a new token for the same session cookie).
     csrf_secret = token_urlsafe(32).encode()
     ops = operate.Operations(dash.call, dash.page)
+    outs = messages.MessagePages(dash.call, dash.page)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -263,6 +270,10 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/events", dash.api_events),
         Route("/api/runs/{run}/events", dash.api_run_events),
         Route("/api/runs/{run}/checkpoints", dash.api_checkpoints),
+        Route("/api/runs/{run}/published", outs.api_published),
+        Route("/api/runs/{run}/streams", outs.api_streams),
+        Route("/api/runs/{run}/streams/{stream}", outs.api_stream),
+        Route("/runs/{run}/streams/{stream}", outs.stream_page),
         Route("/queues", dash.queues_page),
         Route("/queues/{queue}", dash.queue_page),
         Route("/api/queues", dash.api_queues),
@@ -278,6 +289,7 @@ def create_app(store: Store, *, token: str | None = None, journal_label: str = "
         Route("/api/schedules/{schedule}/resume", schedules.resume, methods=["POST"]),
         Route("/api/schedules/{schedule}/trigger", schedules.trigger, methods=["POST"]),
         Route("/api/deliver", ops.deliver, methods=["POST"]),
+        Route("/api/runs/{run}/send", outs.send, methods=["POST"]),
         Route("/api/runs/{run}/cancel", ops.cancel, methods=["POST"]),
         Route("/api/runs/{run}/resume", ops.resume, methods=["POST"]),
         Route("/api/runs/{run}/resolve", ops.resolve, methods=["POST"]),

@@ -1,6 +1,7 @@
 """The dashboard's POST endpoints: the operator console's actions, each the operation its CLI command calls.
 
 ``POST /api/deliver``                    deliver ``{token, payload}``                       (``telo deliver``)
+``POST /api/runs/{run}/send``            send a message ``{topic, payload, key?}``          (:mod:`.messages`)
 ``POST /api/runs/{run}/cancel``          cancel ``{reason?}``                               (``telo cancel``)
 ``POST /api/runs/{run}/resume``          resume ``{reason?, force?}``                       (``telo resume``)
 ``POST /api/runs/{run}/resolve``         answer an unconfirmed effect ``{path, action, value?}`` (``telo resolve``)
@@ -225,7 +226,7 @@ async def action_response(request: Request, act: Action, run: str | None = None,
     except TeloError as exc:
         if not is_form:
             raise
-        return redirect_notice(back, f"{exc.code}: {redact(exc.message)}", "error")
+        return redirect_notice(back, error_notice(exc), "error")
     if not is_form:
         return JSONResponse(result.data, status_code=200 if result.done else 409)
     target = (run_url(result.run) if follow and result.run else
@@ -266,6 +267,12 @@ async def body(request: Request, is_form: bool) -> dict[str, Any]:
         raise TeloError(Code.UI_CSRF, "cross-site request refused: POST from the dashboard's own pages, send "
                         "its Origin, or authenticate with 'Authorization: Bearer <token>'")
     return parsed_body
+
+
+def error_notice(exc: TeloError) -> str:
+    """A refused action's notice: its code, message and hint (what to do instead)."""
+    hint = f" — {redact(exc.hint)}" if exc.hint else ""
+    return f"{exc.code}: {redact(exc.message)}{hint}"
 
 
 def redirect_notice(target: str, notice: str, level: str) -> Response:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from telo import paths
 from telo.clock import SYSTEM_CLOCK
+from telo.durable.messages import inbox_token
 from telo.durable.waits import recorded_schema
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
@@ -140,7 +141,10 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
     out["unconfirmedEffects"] = _unconfirmed(view)
     held = view.held
     out["held"] = held
-    deliverable = record.status == "parked" and record.parked is not None and record.parked.token is not None
+    # A run parked on a Durable.Receive (its token inbox:<run>:<topic>) is moved by a message, not a delivery.
+    inbox = _inbox_topic(record)
+    deliverable = (record.status == "parked" and record.parked is not None and record.parked.token is not None
+                   and inbox is None)
     # A durable schedule's ledger (issue 17) is a run parked where nothing is written: its page links to the
     # schedule's, and offers no cancel or resume (the schedule's page pauses and resumes the schedule).
     ledger = _ledger_of(record)
@@ -154,8 +158,21 @@ def run_detail(store: Store, run: str) -> dict[str, Any]:
         "resume": record.status == "parked" and not held and ledger is None,
         "resumeForce": held,
         "resolve": _awaiting_answer(record),
+        # Messages to a run that has not settled (telo send; a settled one refuses them), the topic prefilled
+        # with the one a receive waits on.
+        "send": not record.terminal and ledger is None,
+        "sendTopic": inbox,
     }
     return out
+
+
+def _inbox_topic(record: RunRecord) -> str | None:
+    """The topic a receive of the run is parked on (telo.durable.messages.inbox_token), or None."""
+    parked = record.parked
+    prefix = inbox_token(record.run, "")
+    if record.status != "parked" or parked is None or not parked.token or not parked.token.startswith(prefix):
+        return None
+    return parked.token[len(prefix):] or None
 
 
 def _awaiting_answer(record: RunRecord) -> list[dict[str, Any]]:

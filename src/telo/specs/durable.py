@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .common import compile_time, config, duration, exactly_one, output_type, runtime, steps, type_slot
+from .messaging import CONSUME, PUBLISH, RECEIVE, STREAM_WRITE
 from .model import KindSpec, ModuleSpec, module
 
 M = "Durable"
@@ -144,4 +145,5 @@ patch: add-fraud-check
 """,
 )
 
-DURABLE: ModuleSpec = module("durable", M, RUN, IDEMPOTENT, SLEEP, AWAIT, VALUE, PATCHED)
+DURABLE: ModuleSpec = module("durable", M, RUN, IDEMPOTENT, SLEEP, AWAIT, VALUE, PATCHED, RECEIVE, PUBLISH,
+                               STREAM_WRITE, CONSUME)

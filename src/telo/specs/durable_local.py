@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from .common import compile_time, config, duration, exactly_one, ref, runtime, steps, type_slot
+from .messaging import EVENT, SEND
 from .model import KindSpec, ModuleSpec, module
 
 M = "DurableLocal"
@@ -357,5 +358,6 @@ run: !cel "'order:' + inputs.order"
 )
 
 DURABLE_LOCAL: ModuleSpec = module(
-    "durable-local", M, WORKFLOW, QUEUE, RESUMER, DELIVER, STATUS, RESULT, CANCEL, SCHEDULE, RESUME, JOURNAL
+    "durable-local", M, WORKFLOW, QUEUE, RESUMER, DELIVER, STATUS, RESULT, CANCEL, SCHEDULE, RESUME, SEND, EVENT,
+    JOURNAL,
 )

@@ -1,0 +1,160 @@
+"""The sources a ``Durable.Consume`` reads (telo.kinds.consume): another run's stream, a SQL query paged by a
+key, a newline-delimited JSON file. Each hands out batches after a cursor and reads a pinned batch back between
+two cursors — the same items, whatever was added since (the source is append-only by contract: a stream always
+is; a table-as-a-queue appends rows with growing keys; the file is appended to)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from telo.durable import streams
+from telo.errors import Code, TeloError
+from telo.journal.store import Store
+from telo.kinds.journals import Journal
+from telo.kinds.sql import Connection
+from telo.kinds.sql_statements import run_sql
+from telo.kinds.sql_text import identifier, positional
+from telo.values import from_plain
+
+
+class Source(Protocol):
+    start: Any  # the cursor before the first item
+
+    async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
+        """Up to ``limit`` items after ``cursor``: ``(items, the cursor after them, whether the source ended)``."""
+        ...
+
+    async def between(self, after: Any, upto: Any) -> list[Any]:
+        """The items after ``after`` up to ``upto`` (a pinned batch, read again)."""
+        ...
+
+
+class StreamSource:
+    """Another run's stream (telo.durable.streams): cursors are offsets."""
+
+    start = 0
+
+    def __init__(self, store: Store, run: str, stream: str) -> None:
+        self.store, self.run, self.stream = store, run, stream
+
+    async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
+        page = await asyncio.to_thread(streams.read, self.store, self.run, self.stream, int(cursor))
+        values = page.values[:limit]
+        return [v for _, v in values], int(cursor) + len(values), page.ended and len(values) == len(page.values)
+
+    async def between(self, after: Any, upto: Any) -> list[Any]:
+        page = await asyncio.to_thread(streams.read, self.store, self.run, self.stream, int(after))
+        return [v for offset, v in page.values if offset < int(upto)]
+
+
+class FileSource:
+    """A newline-delimited JSON file: cursors are byte offsets; a line not ended by a newline yet is not read."""
+
+    start = 0
+
+    def __init__(self, path: Path, where: str) -> None:
+        self.path, self.where = path, where
+
+    def _read(self, offset: int, limit: int | None, upto: int | None) -> tuple[list[Any], int]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(offset)
+                data = f.read() if upto is None else f.read(max(0, upto - offset))
+        except OSError as exc:
+            raise TeloError(Code.INVALID_VALUE, f"{self.where}: cannot read {str(self.path)!r}: {exc.strerror}",
+                            hint="check the source file's path") from exc
+        items: list[Any] = []
+        at = offset
+        for raw in data.splitlines(keepends=True):
+            if not raw.endswith(b"\n") or (limit is not None and len(items) >= limit):
+                break
+            line_at, at = at, at + len(raw)
+            if raw.strip():
+                try:
+                    items.append(from_plain(json.loads(raw), {}))
+                except ValueError as exc:
+                    raise TeloError(Code.INVALID_VALUE, f"{self.where}: the line at byte {line_at} of "
+                                    f"{str(self.path)!r} is not JSON: {exc}",
+                                    hint="write one JSON value per line") from exc
+        return items, at
+
+    async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
+        items, after = await asyncio.to_thread(self._read, int(cursor), limit, None)
+        return items, after, not items
+
+    async def between(self, after: Any, upto: Any) -> list[Any]:
+        return (await asyncio.to_thread(self._read, int(after), None, int(upto)))[0]
+
+
+class QuerySource:
+    """A SQL query paged by a key column (a table as a queue): cursors are the last key read (None first)."""
+
+    start = None
+
+    def __init__(self, conn: Connection, query: str, key: str, where: str) -> None:
+        self.conn, self.query, self.where = conn, query.strip().rstrip(";"), where
+        self.key = identifier(key, f"{where}.key")
+        self.key_name = key
+
+    async def _rows(self, conds: list[str], params: list[Any], limit: int | None) -> list[Any]:
+        text = (f"SELECT * FROM ({self.query}) AS telo_source" + (" WHERE " + " AND ".join(conds) if conds else "")
+                + f" ORDER BY {self.key}" + (" LIMIT ?" if limit is not None else ""))
+        bound = [*params, limit] if limit is not None else params
+        sql, args = positional(self.conn.target.driver, text, bound, self.where)
+        rows, _ = await run_sql(self.conn, sql, args, rows=True)
+        return rows
+
+    async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
+        conds, params = ([], []) if cursor is None else ([f"{self.key} > ?"], [cursor])
+        rows = await self._rows(conds, params, limit)
+        if not rows:
+            return [], cursor, True
+        last = rows[-1].get(self.key_name)
+        if last is None:
+            raise TeloError(Code.INVALID_VALUE, f"{self.where}: the query's rows have no {self.key_name!r} column "
+                            "(or it is null)", hint="select the key column, and page by a NOT NULL key")
+        return rows, last, len(rows) < limit
+
+    async def between(self, after: Any, upto: Any) -> list[Any]:
+        conds, params = ([f"{self.key} <= ?"], [upto]) if after is None else (
+            [f"{self.key} > ?", f"{self.key} <= ?"], [after, upto])
+        return await self._rows(conds, params, None)
+
+
+def source_for(resource: Any, scope: Mapping[str, Any]) -> Source:
+    """The source a ``Durable.Consume``'s ``source:`` names (exactly one of stream, query, file)."""
+    where = f"{resource.kind} {resource.name!r}.source"
+    config = resource.config.get("source") or {}
+
+    def value(name: str) -> Any:
+        """A field of the source (``stream.run``) evaluated against the call's scope; None when absent."""
+        group, _, key = name.partition(".")
+        node = (config.get(group) or {}).get(key)
+        return None if node is None else resource.app.compiler.value(node, where=f"{where}.{name}").evaluate(scope)
+
+    if "stream" in config:
+        journal = resource.app.resource_for(config["stream"].get("journal"), where=f"{where}.stream.journal")
+        if not isinstance(journal, Journal):
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where}.stream.journal must name a journal")
+        run, name = value("stream.run"), value("stream.name")
+        if not isinstance(run, str) or not run:
+            raise TeloError(Code.DURABLE_RUN_ID_INVALID, f"{where}.stream.run must be a run id, not {run!r}")
+        return StreamSource(journal.store, run, streams.stream_name(name, run))
+    if "query" in config:
+        conn = resource.app.resource_for(config["query"].get("connection"), where=f"{where}.query.connection")
+        if not isinstance(conn, Connection):
+            raise TeloError(Code.RESOURCE_NOT_FOUND, f"{where}.query.connection must name a SQL connection")
+        sql, key = value("query.sql"), value("query.key")
+        if not isinstance(sql, str) or not isinstance(key, str):
+            raise TeloError(Code.INVALID_VALUE, f"{where}.query needs `sql` (a SELECT) and `key` (its column)")
+        return QuerySource(conn, sql, key, f"{where}.query")
+    if "file" in config:
+        path = value("file.path")
+        if not isinstance(path, str) or not path:
+            raise TeloError(Code.INVALID_VALUE, f"{where}.file.path must be a path")
+        return FileSource(resource.app.base_dir / path if not Path(path).is_absolute() else Path(path), f"{where}.file")
+    raise TeloError(Code.MANIFEST_VALIDATION_FAILED, f"{where}: give exactly one of `stream`, `query`, `file`")

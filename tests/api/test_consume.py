@@ -1,0 +1,204 @@
+"""``Durable.Consume`` (issue 18; telo.kinds.consume): a file, another run's stream and a table as a queue consumed
+in batches, each batch pinned before its steps and its cursor journaled after them as a ``stream_cursor`` event;
+with ``transaction:`` on the journal's own database, a batch's SQL effects and its cursor commit or roll back
+together."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import telo
+from telo.journal import eventlog
+
+FUNCTIONS = """\
+import os
+from pathlib import Path
+
+def handle(inputs):
+    with open(Path(os.environ["CONSUME_LEDGER"]), "a") as f:
+        for it in inputs["items"]:
+            f.write(str(it) + "\\n")
+    return {"n": len(inputs["items"])}
+
+def maybe_fail(inputs):
+    flag = Path(os.environ["CONSUME_FAIL"])
+    if flag.exists() and inputs["index"] == 1:
+        flag.unlink()  # once: the step's retry then finds it gone
+        raise RuntimeError("batch 1 fails once")
+    return {}
+"""
+
+MANIFEST = """\
+kind: Telo.Application
+metadata: { name: Consumer }
+imports: { Local: durable-local, Journal: durable-journal-sqlite, Durable: durable, Py: python, Sql: sql, Run: run }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./runs.db
+---
+kind: Sql.Connection
+metadata: { name: db }
+url: ./runs.db
+---
+kind: Py.Function
+metadata: { name: handle }
+function: consume_fns:handle
+---
+kind: Py.Function
+metadata: { name: maybeFail }
+function: consume_fns:maybe_fail
+---
+kind: Sql.Exec
+metadata: { name: markDone }
+connection: !ref db
+sql: INSERT INTO done (id) VALUES (:id)
+---
+kind: Durable.Consume
+metadata: { name: fromFile }
+source: { file: { path: ./input.ndjson } }
+batchSize: 3
+steps:
+  - { name: h, invoke: !ref handle, inputs: { items: !cel "batch.items" } }
+---
+kind: Durable.Consume
+metadata: { name: fromStream }
+source: { stream: { journal: !ref runs, run: !cel "inputs.producer", name: rows } }
+batchSize: 2
+poll: 20ms
+steps:
+  - { name: h, invoke: !ref handle, inputs: { items: !cel "batch.items" } }
+---
+kind: Durable.Consume
+metadata: { name: fromTable }
+source: { query: { connection: !ref db, sql: "SELECT id, body FROM outbox", key: id } }
+batchSize: 4
+transaction: !ref db
+steps:
+  - name: each
+    invoke: !ref markAll
+    inputs: { ids: !cel "batch.items.map(r, r.id)" }
+  - { name: gate, invoke: !ref maybeFail, inputs: { index: !cel "batch.index" } }
+---
+kind: Run.Iteration
+metadata: { name: markAll }
+collection: !cel "inputs.ids"
+steps:
+  - { name: m, invoke: !ref markDone, inputs: { id: !cel "item" } }
+---
+kind: Durable.StreamWrite
+metadata: { name: emit }
+stream: rows
+value: !cel "inputs.v"
+---
+kind: Durable.StreamWrite
+metadata: { name: endRows }
+stream: rows
+close: true
+---
+kind: Durable.Receive
+metadata: { name: go }
+topic: go
+---
+kind: Local.Workflow
+metadata: { name: producer }
+journal: !ref runs
+runId: !cel "'producer:' + inputs.id"
+steps:
+  - { name: a, invoke: !ref emit, inputs: { v: 1 } }
+  - { name: b, invoke: !ref emit, inputs: { v: 2 } }
+  - { name: c, invoke: !ref emit, inputs: { v: 3 } }
+  - { name: wait, invoke: !ref go }
+  - { name: d, invoke: !ref emit, inputs: { v: 4 } }
+  - { name: e, invoke: !ref endRows }
+---
+kind: Local.Workflow
+metadata: { name: files }
+journal: !ref runs
+runId: !cel "'files:' + inputs.id"
+steps:
+  - { name: drain, invoke: !ref fromFile }
+---
+kind: Local.Workflow
+metadata: { name: streams }
+journal: !ref runs
+runId: !cel "'streams:' + inputs.id"
+inputs: { producer: !cel "inputs.producer" }
+steps:
+  - { name: drain, invoke: !ref fromStream, inputs: { producer: !cel "inputs.producer" } }
+---
+kind: Local.Workflow
+metadata: { name: table }
+journal: !ref runs
+runId: !cel "'table:' + inputs.id"
+steps:
+  - name: drain
+    invoke: !ref fromTable
+    retry: { attempts: 2, initialDelay: 1, jitter: none }
+"""
+
+
+def setup(tmp_path: Path, monkeypatch: Any) -> Path:
+    (tmp_path / "consume_fns.py").write_text(FUNCTIONS)
+    (tmp_path / "app.yaml").write_text(MANIFEST)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("CONSUME_LEDGER", str(tmp_path / "ledger.txt"))
+    monkeypatch.setenv("CONSUME_FAIL", str(tmp_path / "fail.flag"))
+    return tmp_path / "app.yaml"
+
+
+def ledger(tmp_path: Path) -> list[str]:
+    path = tmp_path / "ledger.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_file_is_consumed_in_pinned_batches_with_a_cursor_after_each(tmp_path: Path, monkeypatch: Any) -> None:
+    manifest = setup(tmp_path, monkeypatch)
+    (tmp_path / "input.ndjson").write_text("".join(json.dumps({"i": i}) + "\n" for i in range(8)) + '{"partial"')
+    with telo.load(manifest) as app:
+        done = app.run("files", {"id": "1"}, wait=10)
+        journal = app.journal("files:1")
+        store = app.aio._store()
+        kinds = {e.path: e.kind for e in eventlog.events(store, "files:1")}
+    assert done.ok and done.step("drain") == {"batches": 3, "items": 8, "cursor": 72}  # the partial line waits
+    assert ledger(tmp_path) == [str({"i": i}) for i in range(8)]
+    cursors = [e.value for e in journal if e.path.startswith("steps/drain/@cursor")]
+    assert [c["items"] for c in cursors] == [3, 3, 2, 0] and [c["terminal"] for c in cursors] == [False] * 3 + [True]
+    assert {kinds[f"steps/drain/@cursor[{k}]"] for k in range(4)} == {eventlog.EventKind.STREAM_CURSOR}
+
+
+def test_another_runs_stream_is_consumed_once_each_in_order_until_its_close(tmp_path: Path, monkeypatch: Any) -> None:
+    manifest = setup(tmp_path, monkeypatch)
+    with telo.load(manifest) as app:
+        assert app.run("producer", {"id": "p"}).status == "parked"  # wrote 1, 2, 3; waits for `go`
+        consumer = app.start("streams", {"id": "1", "producer": "producer:p"})  # reads 1-3, then polls
+        app.send("producer:p", "go", None)  # writes 4 and closes
+        assert app.result("producer:p", wait=10).ok
+        done = app.result(consumer, wait=10)
+    assert done.ok and done.step("drain")["items"] == 4
+    assert ledger(tmp_path) == ["1", "2", "3", "4"]
+
+
+def test_a_table_consumed_in_transactions_on_the_journals_database_is_exactly_once(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Batch 1's step fails once: its inserts and its cursor roll back together (batch 0 stays committed), and
+    the step's retry runs batch 1 again — every row is marked once (a second mark would break `done`'s key)."""
+    manifest = setup(tmp_path, monkeypatch)
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY, body TEXT)")
+    db.execute("CREATE TABLE done (id INTEGER PRIMARY KEY)")
+    db.executemany("INSERT INTO outbox VALUES (?, ?)", [(i, f"m{i}") for i in range(1, 11)])
+    db.commit()
+    (tmp_path / "fail.flag").touch()
+    with telo.load(manifest) as app:
+        done = app.run("table", {"id": "1"}, wait=10)
+        journal = app.journal("table:1")
+    marked = [r[0] for r in db.execute("SELECT id FROM done ORDER BY id")]
+    assert not (tmp_path / "fail.flag").exists()  # the failure happened
+    assert done.ok and done.step("drain") == {"batches": 3, "items": 10, "cursor": 10}, done
+    assert marked == list(range(1, 11)) and done.collapsed_regions == 0  # journaled per step, never collapsed
+    cursors = [e.path for e in journal if "@cursor" in e.path]
+    assert cursors == [f"steps/drain/@cursor[{k}]" for k in range(4)]  # one per batch: the rolled-back one is gone

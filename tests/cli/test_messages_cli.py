@@ -1,0 +1,90 @@
+"""``telo send`` and ``telo events get|list`` (issue 18) against a real journal, with the real command: a run parked
+at a receive is sent two messages (one twice, by key), continued by ``telo worker``, and its events read back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+MANIFEST = """\
+kind: Telo.Application
+metadata: { name: CliMsgs }
+imports: { Local: durable-local, Journal: durable-journal-sqlite, Durable: durable }
+targets:
+  - name: start
+    invoke: !ref inbox
+    inputs: { id: "1" }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./runs.db
+---
+kind: Durable.Receive
+metadata: { name: nextCmd }
+topic: cmds
+---
+kind: Durable.StreamWrite
+metadata: { name: emit }
+stream: out
+value: !cel "inputs.v"
+---
+kind: Durable.Publish
+metadata: { name: progress }
+name: progress
+value: !cel "inputs.v"
+---
+kind: Local.Workflow
+metadata: { name: inbox }
+journal: !ref runs
+runId: !cel "'inbox:' + inputs.id"
+steps:
+  - name: a
+    invoke: !ref nextCmd
+  - name: p1
+    invoke: !ref progress
+    inputs: { v: !cel "steps.a.result.payload" }
+  - name: b
+    invoke: !ref nextCmd
+  - name: p2
+    invoke: !ref progress
+    inputs: { v: !cel "steps.b.result.payload" }
+  - name: s
+    invoke: !ref emit
+    inputs: { v: !cel "steps.b.result.payload" }
+"""
+
+
+def telo(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([sys.executable, "-m", "telo", *args], cwd=root, capture_output=True, text=True,
+                          timeout=90, stdin=subprocess.DEVNULL, env=env)
+
+
+def test_send_then_worker_then_events(tmp_path: Path) -> None:
+    (tmp_path / "app.yaml").write_text(MANIFEST)
+    assert telo(tmp_path, "run", "app.yaml").returncode != 1  # parks at `a` (not settled)
+    journal = ("--journal", "runs.db")
+    missing = telo(tmp_path, "events", "get", "inbox:1", "progress", *journal)
+    assert missing.returncode != 0 and "ERR_DURABLE_EVENT_NOT_SET" in missing.stderr
+    first = telo(tmp_path, "send", "inbox:1", "cmds", "--payload", '{"n": 1}', "--key", "k1", "--json", *journal)
+    again = telo(tmp_path, "send", "inbox:1", "cmds", "--payload", '{"n": 2}', "--key", "k1", "--json", *journal)
+    second = telo(tmp_path, "send", "inbox:1", "cmds", "--payload", '"two"', "--json", *journal)
+    assert first.returncode == again.returncode == second.returncode == 0, (first.stderr, again.stderr)
+    sent = [json.loads(p.stdout) for p in (first, again, second)]
+    assert [s["duplicate"] for s in sent] == [False, True, False] and sent[0]["woke"] is True
+    assert sent[0]["seq"] == sent[1]["seq"] < sent[2]["seq"]
+    worked = telo(tmp_path, "worker", "app.yaml", "--until-idle")
+    assert worked.returncode == 0, worked.stderr
+    got = telo(tmp_path, "events", "get", "inbox:1", "progress", "--json", *journal)
+    assert got.returncode == 0 and json.loads(got.stdout)["value"] == "two"  # the latest wins
+    listed = telo(tmp_path, "events", "list", "inbox:1", "--json", *journal)
+    assert [e["value"] for e in json.loads(listed.stdout)] == [{"n": 1}, "two"]
+    streamed = telo(tmp_path, "stream", "read", "inbox:1", "out", "--follow", "--json", *journal)
+    assert streamed.returncode == 0 and [json.loads(line) for line in streamed.stdout.splitlines()] == [
+        {"offset": 0, "value": "two"}]  # the run settled: --follow ends
+    settled = telo(tmp_path, "send", "inbox:1", "cmds", *journal)
+    assert settled.returncode != 0 and "ERR_DURABLE_RUN_SETTLED" in settled.stderr
+    assert "Traceback" not in settled.stderr + missing.stderr
