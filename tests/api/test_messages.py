@@ -5,6 +5,7 @@ the run waits and after it settles, and a workflow's own sends."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,20 @@ from telo.errors import TeloError
 from telo.journal.model import Entry
 from tests.pg_support import fresh_prefix, pg_url
 
+RELEASE = threading.Event()
+
+
+@telo.kind("MsgTest.Hold", idempotent=True)
+def hold(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Blocks its step (the run is executing) until the test releases it."""
+    assert RELEASE.wait(30), "never released"
+    return {}
+
+
 MANIFEST = """\
 kind: Telo.Application
 metadata: { name: Msgs }
-imports: { Local: durable-local, Journal: %(module)s, Durable: durable }
+imports: { Local: durable-local, Journal: %(module)s, Durable: durable, T: MsgTest }
 ---
 kind: Journal.Journal
 metadata: { name: runs }
@@ -75,6 +86,18 @@ steps:
   - name: after
     invoke: !ref emit
     inputs: { v: "too late" }
+---
+kind: T.Hold
+metadata: { name: holdOn }
+---
+kind: Local.Workflow
+metadata: { name: busy }
+journal: !ref runs
+runId: !cel "'busy:' + inputs.id"
+steps:
+  - { name: p, invoke: !ref progress, inputs: { v: "halfway" } }
+  - { name: h, invoke: !ref holdOn }
+  - { name: q, invoke: !ref progress, inputs: { v: "all done" } }
 ---
 kind: Durable.Publish
 metadata: { name: progress }
@@ -203,15 +226,18 @@ def test_a_settled_or_unknown_run_refuses_a_message(load: Any) -> None:
         with pytest.raises(TeloError) as unknown:
             app.send("three:none", "cmds", 1)
         app.run("three", {"id": "4"})
-        for n in range(3):
+        first_key = app.send("three:4", "cmds", 0).key
+        for n in range(1, 3):
             app.send("three:4", "cmds", n)
         assert app.result("three:4", wait=10).ok
         with pytest.raises(TeloError) as settled:
             app.send("three:4", "cmds", 4)
+        retried = app.send("three:4", "cmds", 0, key=first_key)  # a retry of a send that landed: no error
         with pytest.raises(TeloError) as no_topic:
             app.send("three:4", "", 4)
     assert unknown.value.code == "ERR_DURABLE_RUN_NOT_FOUND"
     assert settled.value.code == "ERR_DURABLE_RUN_SETTLED"
+    assert retried.duplicate and not retried.woke
     assert no_topic.value.code == "ERR_DURABLE_MESSAGE_INVALID"
 
 
@@ -303,8 +329,25 @@ def test_a_stream_is_read_from_an_offset_while_written_and_ends_at_its_close(loa
         app.send("writer:1", "cmds", "two")
         done = app.result("writer:1", wait=10)
         followed = list(app.stream("writer:1", "rows", 1))  # ends at the close, with no wait given
+        listed = app.list_streams("writer:1")
         final = app.read_stream("writer:1", "rows")
     # A write after the close fails its step (the values before it stand).
     assert done.status == "failed" and done.error is not None and done.error.code == "ERR_DURABLE_STREAM_CLOSED"
     assert followed == [(1, {"n": 1}), (2, "two")]
+    assert [s.to_json() for s in listed] == [{"stream": "rows", "values": 3, "closed": True}]
     assert final.values == ((0, "zero"), (1, {"n": 1}), (2, "two")) and final.closed and final.next == 3
+
+
+def test_an_event_is_readable_while_the_run_executes_a_step(load: Any) -> None:
+    RELEASE.clear()
+    with load() as app:
+        ref = app.start("busy", {"id": "1"})
+        try:
+            seen = app.event(ref, "progress", wait=10)  # published, and the run is inside `h`, not parked
+            status = app.status(ref).status
+        finally:
+            RELEASE.set()
+        done = app.result(ref, wait=10)
+        latest = app.event(ref, "progress")
+    assert seen is not None and seen.value == "halfway" and status == "running"
+    assert done.ok and latest is not None and latest.value == "all done"

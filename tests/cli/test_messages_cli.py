@@ -65,7 +65,10 @@ def telo(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_send_then_worker_then_events(tmp_path: Path) -> None:
     (tmp_path / "app.yaml").write_text(MANIFEST)
-    assert telo(tmp_path, "run", "app.yaml").returncode != 1  # parks at `a` (not settled)
+    parked = telo(tmp_path, "run", "app.yaml")  # parks at `a`: the outcome says what moves it
+    said = parked.stdout + parked.stderr
+    assert "waiting for a message on topic 'cmds'" in said and "telo send inbox:1 cmds" in said, said
+    assert "telo deliver" not in said
     journal = ("--journal", "runs.db")
     missing = telo(tmp_path, "events", "get", "inbox:1", "progress", *journal)
     assert missing.returncode != 0 and "ERR_DURABLE_EVENT_NOT_SET" in missing.stderr
@@ -85,6 +88,9 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     streamed = telo(tmp_path, "stream", "read", "inbox:1", "out", "--follow", "--json", *journal)
     assert streamed.returncode == 0 and [json.loads(line) for line in streamed.stdout.splitlines()] == [
         {"offset": 0, "value": "two"}]  # the run settled: --follow ends
+    listed_streams = telo(tmp_path, "stream", "list", "inbox:1", "--json", *journal)
+    assert json.loads(listed_streams.stdout) == {"run": "inbox:1", "settled": True,
+                                                 "streams": [{"stream": "out", "values": 1, "closed": False}]}
     settled = telo(tmp_path, "send", "inbox:1", "cmds", *journal)
     assert settled.returncode != 0 and "ERR_DURABLE_RUN_SETTLED" in settled.stderr
     assert "Traceback" not in settled.stderr + missing.stderr

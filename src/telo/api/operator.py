@@ -32,7 +32,7 @@ from telo.api.results import (
 from telo.clock import Clock
 from telo.durable import messages, streams
 from telo.durable.messages import Event, Sent
-from telo.durable.streams import StreamPage
+from telo.durable.streams import StreamPage, StreamSummary
 from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE, RunFilter, RunRecord
@@ -128,6 +128,12 @@ class OperatorActions:
         await self._ready()
         target = run_id(run)
         return await asyncio.to_thread(streams.read, self._store(), target, stream, offset)
+
+    async def list_streams(self, run: RunLike) -> list[StreamSummary]:
+        """The run's streams (``telo stream list``): name, values written, whether closed."""
+        await self._ready()
+        target = run_id(run)
+        return (await asyncio.to_thread(actions.list_streams, self._store(), target))[0]
 
     def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: float | None = None
                ) -> AsyncIterator[tuple[int, Any]]:

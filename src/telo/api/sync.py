@@ -28,7 +28,7 @@ from telo.api.results import (
 from telo.clock import Clock
 from telo.durable.messages import Event, Sent
 from telo.durable.slots import DEFAULT_CONCURRENCY
-from telo.durable.streams import StreamPage
+from telo.durable.streams import StreamPage, StreamSummary
 from telo.errors import Code, TeloError
 from telo.journal.eventlog import Checkpoint
 from telo.journal.model import NO_VALUE
@@ -162,6 +162,10 @@ class App:
     def read_stream(self, run: RunLike, stream: str, offset: int = 0) -> StreamPage:
         """See :meth:`AsyncApp.read_stream`."""
         return self._call(self.aio.read_stream(run, stream, offset))
+
+    def list_streams(self, run: RunLike) -> list[StreamSummary]:
+        """See :meth:`AsyncApp.list_streams`."""
+        return self._call(self.aio.list_streams(run))
 
     def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: float | None = None
                ) -> Iterator[tuple[int, Any]]:

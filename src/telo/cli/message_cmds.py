@@ -145,4 +145,24 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
         asyncio.run(each())
 
 
+@stream_group.command("list")
+@click.argument("run")
+@journal_option
+@manifest_option
+@json_option
+def stream_list_command(run: str, journal: str | None, manifest: str | None, as_json: bool) -> None:
+    """Print RUN's streams: name, values written, and whether it is closed."""
+    from telo.operations import actions
+
+    with open_store(journal, manifest) as store:
+        found, settled = actions.list_streams(store, run)
+    if as_json:
+        out_json({"run": run, "streams": [s.to_json() for s in found], "settled": settled})
+        return
+    for s in found:
+        click.echo(f"{s.stream:<24} {s.values:>8} values" + ("  (closed)" if s.closed else ""))
+    if not found:
+        click.echo(f"run {run!r} has written no streams")
+
+
 COMMANDS = (send_command, events_group, stream_group)

@@ -39,6 +39,7 @@ from telo.cli.common import (
     printable,
     time_text,
 )
+from telo.durable.messages import INBOX_TOKEN_PREFIX
 from telo.errors import Code
 from telo.operations.project import JournalSource
 from telo.runtime.resource import RunOutcome
@@ -132,6 +133,11 @@ def _parked(outcome: RunOutcome, m: str, j: str) -> str:
     parked = outcome.parked or {}
     run = shlex.quote(outcome.run)
     token, at, reason = parked.get("token"), parked.get("at"), parked.get("reason")
+    inbox = f"{INBOX_TOKEN_PREFIX}{outcome.run}:"
+    if isinstance(token, str) and token.startswith(inbox):  # a Durable.Receive (telo.durable.messages)
+        topic = token[len(inbox):]
+        return (f"parked, waiting for a message on topic {topic!r} (send one: telo send {run} "
+                f"{shlex.quote(topic)}{j} --payload JSON; then continue it: telo run again, or telo worker {m})")
     if token is not None:
         return (f"parked, waiting for a delivery to {token!r} (deliver it: telo deliver {shlex.quote(str(token))}"
                 f"{j} --payload JSON; then continue it: telo run again, or telo worker {m})")

@@ -97,13 +97,18 @@ def send(store: Store, run: str, topic: Any, payload: Any, *, key: str | None = 
     """Queue ``payload`` for the run's receives of ``topic`` (module docstring); durable on return.
 
     Refused for an unknown run (``ERR_DURABLE_RUN_NOT_FOUND``) and a settled one (``ERR_DURABLE_RUN_SETTLED``:
-    nothing would ever receive it)."""
+    nothing would ever receive it) — unless the run holds a message with this key already: a retried send then
+    answers ``duplicate``, whatever became of the run."""
     topic = topic_name(topic, run)
     key = uuid4() if key is None else _name(key, "key", run=run, topic=topic)
-    record = _unsettled(store, run, "send a message to")
+    record = _known(store.read_run(run), run, "send a message to")
     state = eventlog.recover(store, run, record)
     logical = inbox_path(topic, key)
     existing = state.entries.get(logical)
+    if existing is None and record.status in SETTLED:  # (a retry of a send that landed answers duplicate)
+        raise TeloError(Code.DURABLE_RUN_SETTLED, f"cannot send a message to run {run!r}: it is {record.status}, "
+                        "and nothing would receive it", hint="send to a run that is still running or parked",
+                        data={"run": run, "status": record.status})
     if existing is None:
         nonce = uuid4()  # which send stored it: racing sends of one key may carry equal payloads
         text, v = writer_for(store).stored({"payload": payload, "nonce": nonce})
@@ -120,15 +125,10 @@ def send(store: Store, run: str, topic: Any, payload: Any, *, key: str | None = 
     return Sent(run, topic, key, stored.seq or 0, duplicate, woke)
 
 
-def _unsettled(store: Store, run: str, doing: str) -> RunRecord:
-    record = store.read_run(run)
+def _known(record: RunRecord | None, run: str, doing: str) -> RunRecord:
     if record is None:
         raise TeloError(Code.DURABLE_RUN_NOT_FOUND, f"cannot {doing} run {run!r}: the journal has no such run",
                         hint="list the runs: `telo runs list`", data={"run": run})
-    if record.status in SETTLED:
-        raise TeloError(Code.DURABLE_RUN_SETTLED, f"cannot {doing} run {run!r}: it is {record.status}, and nothing "
-                        "would receive it", hint="send to a run that is still running or parked",
-                        data={"run": run, "status": record.status})
     return record
 
 

@@ -124,3 +124,34 @@ async def follow(store: Store, run: str, stream: Any, offset: int = 0, *, poll_s
             return
         if not page.values:
             await asyncio.sleep(poll_s)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSummary:
+    stream: str
+    values: int  # values written (the close not counted)
+    closed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stream": self.stream, "values": self.values, "closed": self.closed}
+
+
+def summaries(store: Store, run: str) -> tuple[list[StreamSummary], bool]:
+    """The run's streams, in the order first written, and whether the run has settled (none will grow);
+    ``ERR_DURABLE_RUN_NOT_FOUND`` for an unknown run."""
+    record = store.read_run(run)
+    if record is None:
+        raise TeloError(Code.DURABLE_RUN_NOT_FOUND, f"run {run!r} is not in the journal",
+                        hint="list the runs: `telo runs list`", data={"run": run})
+    entries = messages.logical_entries(store, run)
+    first: dict[str, int] = {}
+    for entry in entries.values():
+        if entry.kind == "decision" and entry.decision == STREAM_DECISION:
+            got = entry.decode(run)
+            if isinstance(got, Mapping) and isinstance(got.get("stream"), str):
+                first[got["stream"]] = min(first.get(got["stream"], entry.seq or 0), entry.seq or 0)
+    out = []
+    for name in sorted(first, key=lambda n: first[n]):
+        written, closed = next_offset(run, entries, name)
+        out.append(StreamSummary(name, written - (1 if closed else 0), closed))
+    return out, record.status in messages.SETTLED

@@ -18,7 +18,7 @@ from telo.clock import SYSTEM_CLOCK, Clock, uuid4_hex
 from telo.durable import messages, operator, streams
 from telo.durable.messages import Event, Sent
 from telo.durable.operator import Cancelled, Resumed
-from telo.durable.streams import StreamPage
+from telo.durable.streams import StreamPage, StreamSummary
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint
@@ -27,8 +27,8 @@ from telo.journal.store import Store
 from telo.operations.runs import resolve_checkpoint
 
 __all__ = ["Cancelled", "Delivered", "Event", "Forked", "Restored", "Resumed", "Sent", "cancel", "deliver", "events",
-           "follow_stream", "fork", "fork_id", "payload_from_json", "read_stream", "resolve", "restore", "resume",
-           "send", "wait_for_event"]
+           "follow_stream", "fork", "fork_id", "list_streams", "payload_from_json", "read_stream", "resolve",
+           "restore", "resume", "send", "wait_for_event"]
 
 FORK_MARK = ":fork:"  # docs/cli.md: a fork's default id is <run>:fork:<8 hex>
 
@@ -113,6 +113,11 @@ async def wait_for_event(store: Store, run: str, name: str, wait_ms: int, *, clo
 def read_stream(store: Store, run: str, stream: str, offset: int = 0) -> StreamPage:
     """The run's stream from ``offset`` on: its values, the next offset, and whether it ended."""
     return streams.read(store, run, stream, offset)
+
+
+def list_streams(store: Store, run: str) -> tuple[list[StreamSummary], bool]:
+    """The run's streams (name, values written, closed), and whether the run has settled."""
+    return streams.summaries(store, run)
 
 
 def follow_stream(store: Store, run: str, stream: str, offset: int = 0, *, wait_s: float | None = None,

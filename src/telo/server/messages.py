@@ -22,7 +22,6 @@ from urllib.parse import quote, unquote
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from telo.durable import messages, streams
 from telo.durable.messages import Event
 from telo.durable.operator import require_run
 from telo.errors import Code, TeloError
@@ -105,21 +104,9 @@ def published(store: Store, run: str, name: str | None = None) -> dict[str, Any]
 def stream_list(store: Store, run: str) -> dict[str, Any]:
     """The run's streams — every name among its ``stream`` decisions, in the order first written — with how many
     values each holds and whether its writer closed it; ``settled`` once the run has settled (none will grow)."""
-    record = require_run(store, run)
-    entries = messages.logical_entries(store, run)
-    first: dict[str, int] = {}
-    for entry in entries.values():
-        if entry.kind != "decision" or entry.decision != streams.STREAM_DECISION:
-            continue
-        got = entry.decode(run)
-        if isinstance(got, Mapping) and isinstance(got.get("stream"), str):
-            seq = entry.seq or 0
-            first[got["stream"]] = min(first.get(got["stream"], seq), seq)
-    out: list[dict[str, Any]] = []
-    for name in sorted(first, key=lambda n: first[n]):
-        written, closed = streams.next_offset(run, entries, name)
-        out.append({"stream": name, "values": written - (1 if closed else 0), "closed": closed})
-    return {"run": run, "streams": out, "settled": record.status in messages.SETTLED}
+    require_run(store, run)
+    found, settled = actions.list_streams(store, run)
+    return {"run": run, "streams": [s.to_json() for s in found], "settled": settled}
 
 
 def stream_page(store: Store, run: str, stream: str, offset: int = 0, limit: int = STREAM_PAGE) -> dict[str, Any]:
