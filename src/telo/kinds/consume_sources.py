@@ -100,17 +100,29 @@ class QuerySource:
         self.key = identifier(key, f"{where}.key")
         self.key_name = key
 
-    async def _rows(self, conds: list[str], params: list[Any], limit: int | None) -> list[Any]:
-        text = (f"SELECT * FROM ({self.query}) AS telo_source" + (" WHERE " + " AND ".join(conds) if conds else "")
-                + f" ORDER BY {self.key}" + (" LIMIT ?" if limit is not None else ""))
-        bound = [*params, limit] if limit is not None else params
-        sql, args = positional(self.conn.target.driver, text, bound, self.where)
+    def _mark(self, n: int) -> str:
+        """The n-th (1-based) placeholder as the driver's statements write it: ``?`` for SQLite, ``$n`` for
+        PostgreSQL (telo.kinds.sql_text.positional turns those into psycopg's)."""
+        return "?" if self.conn.target.driver == "sqlite" else f"${n}"
+
+    async def _rows(self, after: Any, upto: Any, limit: int | None) -> list[Any]:
+        conds: list[str] = []
+        params: list[Any] = []
+        for op, bound in ((">", after), ("<=", upto)):
+            if bound is not None:
+                params.append(bound)
+                conds.append(f"{self.key} {op} {self._mark(len(params))}")
+        text = f"SELECT * FROM ({self.query}) AS telo_source" + (" WHERE " + " AND ".join(conds) if conds else "")
+        text += f" ORDER BY {self.key}"
+        if limit is not None:
+            params.append(limit)
+            text += f" LIMIT {self._mark(len(params))}"
+        sql, args = positional(self.conn.target.driver, text, params, self.where)
         rows, _ = await run_sql(self.conn, sql, args, rows=True)
         return rows
 
     async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
-        conds, params = ([], []) if cursor is None else ([f"{self.key} > ?"], [cursor])
-        rows = await self._rows(conds, params, limit)
+        rows = await self._rows(cursor, None, limit)
         if not rows:
             return [], cursor, True
         last = rows[-1].get(self.key_name)
@@ -120,9 +132,7 @@ class QuerySource:
         return rows, last, len(rows) < limit
 
     async def between(self, after: Any, upto: Any) -> list[Any]:
-        conds, params = ([f"{self.key} <= ?"], [upto]) if after is None else (
-            [f"{self.key} > ?", f"{self.key} <= ?"], [after, upto])
-        return await self._rows(conds, params, None)
+        return await self._rows(after, upto, None)
 
 
 def source_for(resource: Any, scope: Mapping[str, Any]) -> Source:
