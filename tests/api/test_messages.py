@@ -33,7 +33,7 @@ def hold(inputs: dict[str, Any]) -> dict[str, Any]:
 MANIFEST = """\
 kind: Telo.Application
 metadata: { name: Msgs }
-imports: { Local: durable-local, Journal: %(module)s, Durable: durable, T: MsgTest }
+imports: { Local: durable-local, Journal: %(module)s, Durable: durable, T: MsgTest, Run: run }
 ---
 kind: Journal.Journal
 metadata: { name: runs }
@@ -86,6 +86,26 @@ steps:
   - name: after
     invoke: !ref emit
     inputs: { v: "too late" }
+---
+kind: Durable.Receive
+metadata: { name: go }
+topic: go
+---
+kind: Run.Iteration
+metadata: { name: both }
+collection: [1, 2, 3]
+concurrency: 3
+steps:
+  - { name: r, invoke: !ref nextCmd }
+  - { name: w, invoke: !ref emit, inputs: { v: !cel "steps.r.result.key" } }
+---
+kind: Local.Workflow
+metadata: { name: parallel }
+journal: !ref runs
+runId: !cel "'parallel:' + inputs.id"
+steps:
+  - { name: wait, invoke: !ref go }
+  - { name: fan, invoke: !ref both }
 ---
 kind: T.Hold
 metadata: { name: holdOn }
@@ -351,3 +371,20 @@ def test_an_event_is_readable_while_the_run_executes_a_step(load: Any) -> None:
         latest = app.event(ref, "progress")
     assert seen is not None and seen.value == "halfway" and status == "running"
     assert done.ok and latest is not None and latest.value == "all done"
+
+
+def test_parallel_branches_never_take_one_message_twice_nor_write_one_offset_twice(load: Any) -> None:
+    """Three branches of an iteration (concurrency 3) receive from one topic and write to one stream at once:
+    each takes its own message, and the stream holds three offsets — the receives and writes take turns."""
+    with load() as app:
+        assert app.run("parallel", {"id": "1"}).status == "parked"
+        for n in range(3):
+            app.send("parallel:1", "cmds", n, key=f"m{n}", continue_run=False)
+        app.send("parallel:1", "go", None)
+        done = app.result("parallel:1", wait=10)
+        page = app.read_stream("parallel:1", "rows")
+        journal = app.journal("parallel:1")
+    assert done.ok, done
+    taken = sorted(e.value["key"] for e in journal if e.path.startswith("steps/fan[") and e.path.endswith("@received"))
+    assert taken == ["m0", "m1", "m2"]
+    assert sorted(v for _, v in page.values) == ["m0", "m1", "m2"] and page.next == 3

@@ -8,6 +8,7 @@ frame, so the first pass and a replay hand the engine identical values — and o
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Callable, Mapping
@@ -76,6 +77,8 @@ class LocalRunHandle:
         self.halted: ExecutionHalted | None = None  # latched like a suspension: see _halt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.consumed: set[str] = set()  # recorded paths this execution read back (telo.durable.gates asks)
+        # Receives of one topic, and writes to one stream, of parallel branches take turns (telo.durable.inbox)
+        self.serial: dict[tuple[str, str], asyncio.Lock] = {}
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
             effects.EffectPolicy()
         self.observers: tuple[StepObserver, ...] = ()  # (telo.durable.observers; usually none)

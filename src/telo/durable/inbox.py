@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,16 @@ from telo.journal.store import Store
 
 class _NothingYet(Exception):
     """A receive found no message: nothing is recorded, the run parks."""
+
+
+def _turns(handle: Any, what: str, name: str) -> asyncio.Lock:
+    """One lock per run execution and topic (or stream): parallel branches of a body (an iteration with
+    ``concurrency``) would otherwise both look before either recorded — two receives taking one message, or two
+    writes counting one offset."""
+    locks: dict[tuple[str, str], asyncio.Lock] | None = getattr(handle, "serial", None)
+    if locks is None:
+        return asyncio.Lock()  # (a backend without one: nothing to share)
+    return locks.setdefault((what, name), asyncio.Lock())
 
 
 async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, clock: Clock = SYSTEM_CLOCK,
@@ -59,7 +70,8 @@ async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, c
         raise _NothingYet
 
     try:
-        got = await handle.decide(paths.child(here, RECEIVED), RECEIVED_DECISION, take)
+        async with _turns(handle, "inbox", topic):
+            got = await handle.decide(paths.child(here, RECEIVED), RECEIVED_DECISION, take)
     except _NothingYet:
         suspend_allowed(resource)
         try:
@@ -115,5 +127,6 @@ async def write_stream(resource: str, stream: Any, value: Any, *, close: bool = 
         return {"stream": name, "offset": offset, "closed": True} if close else \
             {"stream": name, "offset": offset, "value": value}
 
-    recorded = await handle.decide(paths.child(here, streams.STREAM), streams.STREAM_DECISION, record)
+    async with _turns(handle, "stream", name):
+        recorded = await handle.decide(paths.child(here, streams.STREAM), streams.STREAM_DECISION, record)
     return dict(recorded) if isinstance(recorded, Mapping) else {"stream": name}
