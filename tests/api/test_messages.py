@@ -324,6 +324,33 @@ def test_a_message_sent_between_the_receives_look_and_its_park_is_not_lost(
     assert journal["steps/a/@received"]["key"] == "sneaky"
 
 
+def test_a_retried_send_wakes_the_run_a_sender_that_died_left_parked(
+        load: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sender dies after its message is durable and before it wakes the run (here: the wake raises). Its
+    retry with the same key is a duplicate, and must still wake the run while the message is untaken; once the
+    message is taken, a duplicate wakes nothing."""
+    with load() as app:
+        assert app.run("three", {"id": "8"}).status == "parked"
+        real = messages.inbox_token
+
+        def died(run: str, topic: str) -> str:
+            raise RuntimeError("the sender died after storing its message")
+
+        monkeypatch.setattr(messages, "inbox_token", died)
+        with pytest.raises(Exception, match="sender died"):
+            app.send("three:8", "cmds", "m1", key="k1")
+        monkeypatch.setattr(messages, "inbox_token", real)
+        assert app.status("three:8").status == "parked"  # the message is stored, the run still waits
+        retry = app.send("three:8", "cmds", "m1", key="k1")
+        assert retry.duplicate and retry.woke
+        status = app.wait("three:8", 10)
+        assert status.parked is not None and status.parked.path == "steps/b"  # took k1 at `a`
+        again = app.send("three:8", "cmds", "m1", key="k1")
+        journal = {e.path: e.value for e in app.journal("three:8")}
+    assert again.duplicate and not again.woke  # taken: nothing to wake for
+    assert journal["steps/a/@received"]["key"] == "k1"
+
+
 def test_a_workflow_sends_with_its_steps_idempotency_key(load: Any) -> None:
     with load() as app:
         app.run("three", {"id": "6"})

@@ -157,6 +157,9 @@ class AsyncStore:
     async def read_entries(self, run: str) -> list[Entry]:
         return await self._call(self.sync.read_entries, run)
 
+    async def read_entries_in_order(self, run: str) -> list[Entry]:
+        return await self._call(self.sync.read_entries_in_order, run)
+
     async def park(self, run: str, parked: Parked, chain: WriteChain | None = None,
                    fence: Fence | None = None) -> RunRecord:
         if self._group is not None:  # a chain (only a group-commit store makes one) brings its fence

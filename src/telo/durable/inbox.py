@@ -54,10 +54,12 @@ async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, c
                                                    lambda: epoch_ms_value(handle, clock.now_ms() + timeout_ms)),
                                resource, "deadline")
 
-    async def look() -> dict[str, Any] | None:
+    async def look(after_park: bool = False) -> dict[str, Any] | None:
         # The store's entries bring the messages sent since this execution began; the handle's own bring the
         # receives it recorded that are still deferred (not in the store yet), so a message is never taken twice.
-        entries = eventlog.fold(run, await store.read_entries(run))[0]
+        # After the park: a send still to commit is waited for (the sender may have found the run not parked).
+        read = store.read_entries_in_order if after_park else store.read_entries
+        entries = eventlog.fold(run, await read(run))[0]
         entries.update(getattr(handle, "entries", {}))
         return next_message(run, entries, topic)
 
@@ -79,7 +81,7 @@ async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, c
         except Suspension:
             # The park is recorded: a message sent since the look above, whose sender found the run not parked
             # yet, would otherwise wait for the deadline (or forever). Looking again closes that window.
-            if await look() is not None:
+            if await look(after_park=True) is not None:
                 await store.unpark(run)
             raise
     if not isinstance(got, dict):

@@ -119,10 +119,23 @@ def send(store: Store, run: str, topic: Any, payload: Any, *, key: str | None = 
     else:
         stored, duplicate = existing, True
     woke = False
-    if not duplicate:
+    # A duplicate wakes too while its message is untaken: the send that stored it may have died before its wake
+    # (a retry with its key is how a sender recovers). A parked run's entries are all in the store (a park is a
+    # barrier), so ``taken`` is exact whenever there is a park to undo.
+    if not (duplicate and _taken(run, state.entries, topic, key)):
         parked = store.run_parked_on(inbox_token(run, topic))
         woke = parked is not None and parked.run == run and store.unpark(run)
     return Sent(run, topic, key, stored.seq or 0, duplicate, woke)
+
+
+def _taken(run: str, entries: Mapping[str, Entry], topic: str, key: str) -> bool:
+    """Has a receive of the run recorded the message ``key`` of ``topic``?"""
+    for entry in entries.values():
+        if entry.kind == "decision" and entry.decision == RECEIVED_DECISION:
+            got = entry.decode(run)
+            if isinstance(got, Mapping) and got.get("topic") == topic and got.get("key") == key:
+                return True
+    return False
 
 
 def _known(record: RunRecord | None, run: str, doing: str) -> RunRecord:

@@ -108,6 +108,15 @@ class PgReads(PgQueueReads):
             rows = cur.execute(self._q.select_entries, (run,)).fetchall()
         return [entry_from_row(run, r) for r in rows]
 
+    def read_entries_in_order(self, run: str) -> list[Entry]:
+        """Under append_in_order's per-run lock: a send still to commit (inside a transaction of its sender's)
+        is waited for, not missed (Store.read_entries_in_order)."""
+        with db_errors("read journal entries"), self._conn(join=True) as c, c.transaction(), \
+                c.cursor(row_factory=dict_row) as cur:
+            cur.execute(self._q.lock_appends, (f"{self._q.channel}:{run}",))
+            rows = cur.execute(self._q.select_entries, (run,)).fetchall()
+        return [entry_from_row(run, r) for r in rows]
+
     def journal_mark(self, run: str) -> tuple[int, int]:
         with db_errors("read journal entries"), self._conn(join=True) as c:
             row = c.execute(self._q.entry_mark, (run,)).fetchone()

@@ -272,6 +272,11 @@ class Store(abc.ABC):
         SQLite, file and memory number and commit one writer at a time; PostgreSQL serializes these per run."""
         return self.append(run, entry)
 
+    def read_entries_in_order(self, run: str) -> list[Entry]:
+        """:meth:`read_entries` once every :meth:`append_in_order` to the run begun before it has ended (a
+        receive's look after its park must see a message whose sender found the run not parked yet)."""
+        return self.read_entries(run)
+
     @abc.abstractmethod
     def deliver(self, token: str, value: str | None, v: int | None) -> str | None:
         """Deliver to the run parked on ``token`` (reference §6 "Local.Deliver"), atomically: store a step
