@@ -351,6 +351,28 @@ def test_a_retried_send_wakes_the_run_a_sender_that_died_left_parked(
     assert journal["steps/a/@received"]["key"] == "k1"
 
 
+def test_resume_moves_a_receive_only_when_a_message_waits(load: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``telo resume`` of a run parked on a receive: refused with a ``telo send`` hint while no message waits (it
+    would park again); with a message whose sender's wake was lost, it resumes and the receive takes it."""
+    with load() as app:
+        assert app.run("three", {"id": "9"}).status == "parked"
+        assert not app.resume("three:9")
+        real = messages.inbox_token
+
+        def died(run: str, topic: str) -> str:
+            raise RuntimeError("the sender died after storing its message")
+
+        monkeypatch.setattr(messages, "inbox_token", died)
+        with pytest.raises(Exception, match="sender died"):
+            app.send("three:9", "cmds", "m1", key="k1")
+        monkeypatch.setattr(messages, "inbox_token", real)
+        assert app.resume("three:9")
+        status = app.wait("three:9", 10)
+        journal = {e.path: e.value for e in app.journal("three:9")}
+    assert status.parked is not None and status.parked.path == "steps/b"
+    assert journal["steps/a/@received"]["key"] == "k1"
+
+
 def test_a_workflow_sends_with_its_steps_idempotency_key(load: Any) -> None:
     with load() as app:
         app.run("three", {"id": "6"})

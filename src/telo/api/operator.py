@@ -151,8 +151,8 @@ class OperatorActions:
                      continue_run: bool = True) -> bool:
         """Continue a parked run now, an operator override recorded in the journal (``telo resume``); a run
         held because its manifest changed continues only with ``force``. False, with nothing written, for a run a
-        resume would not move: settled, not parked, or waiting for ``resolve`` or ``deliver`` (``telo resume``'s
-        rule, :func:`telo.operations.actions.resume`; :meth:`status` shows where it waits)."""
+        resume would not move: settled, not parked, or waiting for ``resolve``, ``deliver`` or ``send``
+        (``telo resume``'s rule, :func:`telo.operations.actions.resume`; :meth:`status` shows where it waits)."""
         await self._ready()
         target = run_id(run)
         out = await asyncio.to_thread(lambda: actions.resume(self._store(), target, reason, self.clock.now_ms(),

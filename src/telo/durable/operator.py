@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from telo import paths
+from telo.durable.messages import INBOX_TOKEN_PREFIX
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.compat import writer_for
@@ -97,13 +98,14 @@ class Resumed:
         return out if self.hint is None else {**out, "hint": self.hint}
 
 
-def unmovable(record: RunRecord, now_ms: int) -> Resumed | None:
+def unmovable(record: RunRecord, now_ms: int, *, message_waiting: bool = False) -> Resumed | None:
     """Why an operator's resume would not move ``record``, or None when it would (issue 15: `telo resume` printed
     ``resumed: true`` for runs that parked again at once). A resume only makes a run due: the step it parked at
     runs again and parks again unless what it waits for has come — an answer to an unconfirmed effect, a
-    delivery to an Await. A time-only park (a sleep, a retry backoff) is left to :func:`resume_run`: it re-checks
-    the recorded wake time, which is what resuming one has always meant. The addressing kind
-    ``DurableLocal.Resume`` keeps upstream's behaviour and does not ask."""
+    delivery to an Await, a message to a receive (``message_waiting``: one is, untaken). A time-only park (a
+    sleep, a retry backoff) is left to :func:`resume_run`: it re-checks the recorded wake time, which is what
+    resuming one has always meant. The addressing kind ``DurableLocal.Resume`` keeps upstream's behaviour and
+    does not ask."""
     run = record.run
     if record.terminal:
         return Resumed(run, False, record.status, reason=f"the run has already settled ({record.status})",
@@ -119,6 +121,14 @@ def unmovable(record: RunRecord, now_ms: int) -> Resumed | None:
                        "resuming would park the run there again",
                        hint=f"answer it: `telo resolve {shlex.quote(run)} {shlex.quote(step)} --redrive | "
                        "--skip-with JSON | --fail`")
+    inbox = f"{INBOX_TOKEN_PREFIX}{run}:"
+    if parked.token is not None and parked.token.startswith(inbox) and (parked.at is None or parked.at > now_ms):
+        if message_waiting:  # (its send's wake was lost: a resume lets the receive take it)
+            return None
+        topic = parked.token[len(inbox):]
+        return Resumed(run, False, "parked", reason=f"the run waits at {parked.path} for a message on topic "
+                       f"{topic!r}, and none is waiting; resuming would park it there again",
+                       hint=f"send one: `telo send {shlex.quote(run)} {shlex.quote(topic)} --payload JSON`")
     if parked.token is not None and (parked.at is None or parked.at > now_ms):
         return Resumed(run, False, "parked", reason=f"the run waits at {parked.path} for a delivery to token "
                        f"{parked.token!r}; resuming would park it there again",

@@ -22,7 +22,7 @@ from telo.durable.streams import StreamPage, StreamSummary
 from telo.errors import Code, TeloError
 from telo.journal import eventlog
 from telo.journal.eventlog import Checkpoint
-from telo.journal.model import NO_VALUE
+from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.operations.runs import resolve_checkpoint
 
@@ -137,10 +137,21 @@ def resume(store: Store, run: str, reason: str, now_ms: int, *, force: bool = Fa
     would not move — settled, not parked, or waiting for an answer (``telo resolve``) or a delivery
     (``telo deliver``) — is answered ``resumed: false`` with the reason and what would move it, and nothing
     is written (:func:`telo.durable.operator.unmovable`)."""
-    stuck = operator.unmovable(operator.require_run(store, run), now_ms)
+    record = operator.require_run(store, run)
+    stuck = operator.unmovable(record, now_ms, message_waiting=_message_waiting(store, record))
     if stuck is not None:
         return stuck
     return operator.resume_run(store, run, reason, now_ms, force=force)
+
+
+def _message_waiting(store: Store, record: RunRecord) -> bool:
+    """Is the run parked on a receive whose topic holds an untaken message (its sender's wake lost)?"""
+    token = record.parked.token if record.parked is not None else None
+    inbox = f"{messages.INBOX_TOKEN_PREFIX}{record.run}:"
+    if not isinstance(token, str) or not token.startswith(inbox):
+        return False
+    return messages.next_message(record.run, messages.logical_entries(store, record.run), token[len(inbox):]) \
+        is not None
 
 
 def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALUE,
