@@ -156,18 +156,33 @@ def ledger(tmp_path: Path) -> list[str]:
 
 
 def test_a_file_is_consumed_in_pinned_batches_with_a_cursor_after_each(tmp_path: Path, monkeypatch: Any) -> None:
+    """Lines end at \\n only (a \\r — JSON whitespace — inside a line used to end it, and the consume with it), and
+    the last line needs no newline (it used to be dropped while the run completed)."""
     manifest = setup(tmp_path, monkeypatch)
-    (tmp_path / "input.ndjson").write_text("".join(json.dumps({"i": i}) + "\n" for i in range(8)) + '{"partial"')
+    lines = [json.dumps({"i": i}) for i in range(8)]
+    lines[3] = '{"i":\r 3}'
+    (tmp_path / "input.ndjson").write_bytes(("\n".join(lines)).encode())  # no newline after the last
     with telo.load(manifest) as app:
         done = app.run("files", {"id": "1"}, wait=10)
         journal = app.journal("files:1")
         store = app.aio._store()
         kinds = {e.path: e.kind for e in eventlog.events(store, "files:1")}
-    assert done.ok and done.step("drain") == {"batches": 3, "items": 8, "cursor": 72}  # the partial line waits
+    size = (tmp_path / "input.ndjson").stat().st_size
+    assert done.ok and done.step("drain") == {"batches": 3, "items": 8, "cursor": size}
     assert ledger(tmp_path) == [str({"i": i}) for i in range(8)]
     cursors = [e.value for e in journal if e.path.startswith("steps/drain/@cursor")]
     assert [c["items"] for c in cursors] == [3, 3, 2, 0] and [c["terminal"] for c in cursors] == [False] * 3 + [True]
     assert {kinds[f"steps/drain/@cursor[{k}]"] for k in range(4)} == {eventlog.EventKind.STREAM_CURSOR}
+
+
+def test_a_file_whose_last_line_is_not_json_fails_the_consume_with_its_offset(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    manifest = setup(tmp_path, monkeypatch)
+    (tmp_path / "input.ndjson").write_text('{"i": 0}\n{"i": 1}\n{"partial"')
+    with telo.load(manifest) as app:
+        done = app.run("files", {"id": "2"}, wait=10)
+    assert done.status == "failed" and done.error is not None and done.error.code == "ERR_INVALID_VALUE"
+    assert "byte 18" in done.error.message, done.error.message
 
 
 def test_another_runs_stream_is_consumed_once_each_in_order_until_its_close(tmp_path: Path, monkeypatch: Any) -> None:
@@ -202,3 +217,20 @@ def test_a_table_consumed_in_transactions_on_the_journals_database_is_exactly_on
     assert marked == list(range(1, 11)) and done.collapsed_regions == 0  # journaled per step, never collapsed
     cursors = [e.path for e in journal if "@cursor" in e.path]
     assert cursors == [f"steps/drain/@cursor[{k}]" for k in range(4)]  # one per batch: the rolled-back one is gone
+
+
+def test_a_query_whose_key_repeats_across_a_batch_boundary_is_refused_not_skipped(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Paging by ``key > last``: rows 1-4 then a second 4, four a batch — the second 4 was silently never
+    consumed (the run completed). Now the consume fails, naming the shared key, before any batch of it runs."""
+    manifest = setup(tmp_path, monkeypatch)
+    db = sqlite3.connect(tmp_path / "runs.db")
+    db.execute("CREATE TABLE outbox (id INTEGER NOT NULL, body TEXT)")
+    db.execute("CREATE TABLE done (id INTEGER)")
+    db.executemany("INSERT INTO outbox VALUES (?, ?)", [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (4, "e"), (5, "f")])
+    db.commit()
+    with telo.load(manifest) as app:
+        done = app.run("table", {"id": "dup"}, wait=10)
+    marked = [r[0] for r in db.execute("SELECT id FROM done")]
+    assert done.status == "failed" and done.error is not None and done.error.code == "ERR_INVALID_VALUE", done
+    assert "share the key id=4" in done.error.message and marked == []

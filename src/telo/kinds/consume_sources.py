@@ -52,34 +52,51 @@ class StreamSource:
 
 
 class FileSource:
-    """A newline-delimited JSON file: cursors are byte offsets; a line not ended by a newline yet is not read."""
+    """A newline-delimited JSON file: cursors are byte offsets. Lines end at ``\\n`` only (a ``\\r`` inside a
+    JSON string is part of it); the file's last line may lack its newline — read once the rest is, as the end of
+    the file (a consume of a file ends there: consume a file once it is complete)."""
 
     start = 0
+    CHUNK = 1 << 16  # bytes read at a time: a batch reads what it needs, not the rest of the file
 
     def __init__(self, path: Path, where: str) -> None:
         self.path, self.where = path, where
 
+    def _item(self, raw: bytes, at: int, items: list[Any]) -> None:
+        if raw.strip():
+            try:
+                items.append(from_plain(json.loads(raw), {}))
+            except ValueError as exc:
+                raise TeloError(Code.INVALID_VALUE, f"{self.where}: the line at byte {at} of {str(self.path)!r} is "
+                                f"not JSON: {exc}", hint="write one JSON value per line") from exc
+
     def _read(self, offset: int, limit: int | None, upto: int | None) -> tuple[list[Any], int]:
+        """Up to ``limit`` items from byte ``offset`` (up to byte ``upto``, a pinned batch's end); with the
+        offset after them. Past the last newline, the rest of the file (or of the range) is its last item."""
+        items: list[Any] = []
+        at = offset  # the byte offset of buf[pos]
         try:
             with self.path.open("rb") as f:
                 f.seek(offset)
-                data = f.read() if upto is None else f.read(max(0, upto - offset))
+                buf, pos, eof = b"", 0, False
+                while limit is None or len(items) < limit:
+                    nl = buf.find(b"\n", pos)
+                    if nl >= 0:
+                        self._item(buf[pos:nl + 1], at, items)
+                        at += nl + 1 - pos
+                        pos = nl + 1
+                        continue
+                    if eof:
+                        if pos < len(buf):  # the last line, with no newline
+                            self._item(buf[pos:], at, items)
+                            at += len(buf) - pos
+                        break
+                    want = self.CHUNK if upto is None else min(self.CHUNK, upto - at - (len(buf) - pos))
+                    chunk = f.read(want) if want > 0 else b""
+                    buf, pos, eof = buf[pos:] + chunk, 0, not chunk
         except OSError as exc:
             raise TeloError(Code.INVALID_VALUE, f"{self.where}: cannot read {str(self.path)!r}: {exc.strerror}",
                             hint="check the source file's path") from exc
-        items: list[Any] = []
-        at = offset
-        for raw in data.splitlines(keepends=True):
-            if not raw.endswith(b"\n") or (limit is not None and len(items) >= limit):
-                break
-            line_at, at = at, at + len(raw)
-            if raw.strip():
-                try:
-                    items.append(from_plain(json.loads(raw), {}))
-                except ValueError as exc:
-                    raise TeloError(Code.INVALID_VALUE, f"{self.where}: the line at byte {line_at} of "
-                                    f"{str(self.path)!r} is not JSON: {exc}",
-                                    hint="write one JSON value per line") from exc
         return items, at
 
     async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
@@ -122,14 +139,29 @@ class QuerySource:
         return rows
 
     async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
-        rows = await self._rows(cursor, None, limit)
+        # One row more than the batch: a key the next page shares with this one would be skipped by `key > last`.
+        rows = await self._rows(cursor, None, limit + 1)
         if not rows:
             return [], cursor, True
-        last = rows[-1].get(self.key_name)
-        if last is None:
-            raise TeloError(Code.INVALID_VALUE, f"{self.where}: the query's rows have no {self.key_name!r} column "
-                            "(or it is null)", hint="select the key column, and page by a NOT NULL key")
-        return rows, last, len(rows) < limit
+        self._check_keys(rows)
+        batch = rows[:limit]
+        return batch, batch[-1].get(self.key_name), len(rows) < limit
+
+    def _check_keys(self, rows: list[Any]) -> None:
+        """Paging by ``key > last`` and reading a pinned batch back by ``key <= to`` need a unique, NOT NULL key:
+        a shared key would lose rows, a null one change a pinned batch. Refused, never skipped silently."""
+        previous: Any = None
+        for i, row in enumerate(rows):
+            key = row.get(self.key_name)
+            if key is None:
+                raise TeloError(Code.INVALID_VALUE, f"{self.where}: a row of the query has no {self.key_name!r} "
+                                "column, or it is null", hint="select the key column, and page by a unique, NOT NULL "
+                                "key (a primary key)", data={"key": self.key_name})
+            if i and key == previous:
+                raise TeloError(Code.INVALID_VALUE, f"{self.where}: two rows of the query share the key "
+                                f"{self.key_name}={key!r}; paging by it would skip one", hint="page by a unique, NOT "
+                                "NULL key (a primary key)", data={"key": self.key_name, "value": repr(key)})
+            previous = key
 
     async def between(self, after: Any, upto: Any) -> list[Any]:
         return await self._rows(after, upto, None)

@@ -175,14 +175,20 @@ CONSUME = KindSpec(
                                                      description="A SELECT; paged by `key` (`WHERE key > cursor "
                                                                  "ORDER BY key LIMIT batchSize` around it)."),
                                       "key": runtime(type="string", minLength=1,
-                                                     description="The column it is paged by: unique, not null, "
-                                                                 "growing as rows are added.")},
+                                                     description="The column it is paged by: unique and not null "
+                                                                 "(a repeated or null key fails the consume), and "
+                                                                 "growing in commit order — a row committed with a "
+                                                                 "key below the cursor is never read (on PostgreSQL "
+                                                                 "a serial id drawn by concurrent producers can "
+                                                                 "commit out of order: insert under a lock, or "
+                                                                 "page by a key assigned at commit).")},
                                      ("connection", "sql", "key"),
                                      "A table as a queue: ends when a batch comes back empty."),
                     "file": _closed({"path": runtime(type="string", minLength=1,
                                                      description="A newline-delimited JSON file (relative to the "
                                                                  "manifest).")},
-                                    ("path",), "One JSON value a line; ends at its end."),
+                                    ("path",), "One JSON value a line (lines end at `\\n`; the last may "
+                                    "lack it); ends at the end of the file, so consume a file once it is complete."),
                 },
                 "additionalProperties": False,
                 "minProperties": 1,
