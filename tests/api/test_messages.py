@@ -373,6 +373,21 @@ def test_resume_moves_a_receive_only_when_a_message_waits(load: Any, monkeypatch
     assert journal["steps/a/@received"]["key"] == "k1"
 
 
+def test_waits_take_seconds_or_duration_text_like_result(load: Any) -> None:
+    """``event(wait="1s")`` raised a bare ValueError and ``stream(wait="1s")`` a TypeError; ``result`` took both."""
+    with load() as app:
+        app.run("three", {"id": "10"})
+        assert app.event("three:10", "progress", wait="20ms") is None
+        with pytest.raises(TeloError) as negative:
+            app.event("three:10", "progress", wait=-1)
+
+        async def follow() -> list[Any]:
+            return [v async for v in app.aio.stream("three:10", "rows", wait="20ms")]
+
+        assert app._call(follow()) == []
+    assert negative.value.code == "ERR_INVALID_VALUE"
+
+
 def test_a_workflow_sends_with_its_steps_idempotency_key(load: Any) -> None:
     with load() as app:
         app.run("three", {"id": "6"})

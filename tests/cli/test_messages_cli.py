@@ -72,6 +72,10 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     journal = ("--journal", "runs.db")
     missing = telo(tmp_path, "events", "get", "inbox:1", "progress", *journal)
     assert missing.returncode != 0 and "ERR_DURABLE_EVENT_NOT_SET" in missing.stderr
+    none = telo(tmp_path, "events", "list", "inbox:1", *journal)  # an empty list is not a failure
+    assert none.returncode == 0 and "has published no events" in none.stderr, none
+    negative = telo(tmp_path, "events", "get", "inbox:1", "progress", "--wait", "-5s", *journal)
+    assert negative.returncode != 0 and "ERR_INVALID_VALUE" in negative.stderr and "negative" in negative.stderr
     first = telo(tmp_path, "send", "inbox:1", "cmds", "--payload", '{"n": 1}', "--key", "k1", "--json", *journal)
     again = telo(tmp_path, "send", "inbox:1", "cmds", "--payload", '{"n": 2}', "--key", "k1", "--json", *journal)
     second = telo(tmp_path, "send", "inbox:1", "cmds", "--payload", '"two"', "--json", *journal)
@@ -91,6 +95,8 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     listed_streams = telo(tmp_path, "stream", "list", "inbox:1", "--json", *journal)
     assert json.loads(listed_streams.stdout) == {"run": "inbox:1", "settled": True,
                                                  "streams": [{"stream": "out", "values": 1, "closed": False}]}
+    typo = telo(tmp_path, "stream", "read", "inbox:1", "outt", *journal)  # not an empty stream: none at all
+    assert typo.returncode != 0 and "wrote no stream 'outt'" in typo.stderr and "telo stream list" in typo.stderr
     settled = telo(tmp_path, "send", "inbox:1", "cmds", *journal)
     assert settled.returncode != 0 and "ERR_DURABLE_RUN_SETTLED" in settled.stderr
-    assert "Traceback" not in settled.stderr + missing.stderr
+    assert "Traceback" not in settled.stderr + missing.stderr + negative.stderr + typo.stderr

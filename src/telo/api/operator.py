@@ -25,9 +25,11 @@ from telo.api.results import (
     RunList,
     RunRef,
     RunStatus,
+    Wait,
     journal_entries,
     record_status,
     run_id,
+    seconds,
 )
 from telo.clock import Clock
 from telo.durable import messages, streams
@@ -108,12 +110,12 @@ class OperatorActions:
             await self._continue(target, background=True)
         return out
 
-    async def event(self, run: RunLike, name: str, *, wait: float | None = None) -> Event | None:
+    async def event(self, run: RunLike, name: str, *, wait: Wait = None) -> Event | None:
         """The latest value the run published under ``name`` (``Durable.Publish``; ``telo events get``), or None;
-        with ``wait`` (seconds), waits up to that long for one (a run that settles without publishing ends the
-        wait)."""
+        with ``wait`` (seconds or ``"30s"``), waits up to that long for one (a run that settles without publishing
+        ends the wait)."""
         await self._ready()
-        return await messages.wait_for_event(self._store(), run_id(run), name, int((wait or 0) * 1000),
+        return await messages.wait_for_event(self._store(), run_id(run), name, int((seconds(wait) or 0) * 1000),
                                              clock=self.clock)
 
     async def events(self, run: RunLike, name: str | None = None) -> list[Event]:
@@ -135,12 +137,12 @@ class OperatorActions:
         target = run_id(run)
         return (await asyncio.to_thread(actions.list_streams, self._store(), target))[0]
 
-    def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: float | None = None
+    def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: Wait = None
                ) -> AsyncIterator[tuple[int, Any]]:
         """Every ``(offset, value)`` of a run's stream from ``offset`` on, waiting for more until the stream is
-        closed or the run settles (``telo stream read --follow``); with ``wait`` (seconds), it also ends once
-        that long passes with nothing new."""
-        return streams.follow(self._store(), run_id(run), stream, offset, clock=self.clock, wait_s=wait)
+        closed or the run settles (``telo stream read --follow``); with ``wait`` (seconds or ``"30s"``), it also
+        ends once that long passes with nothing new."""
+        return streams.follow(self._store(), run_id(run), stream, offset, clock=self.clock, wait_s=seconds(wait))
 
     async def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
         """Cancel the run (a body executing now stops at its next step); false if it had already settled."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from telo.errors import Code
+from telo.errors import Code, TeloError
 from telo.journal.model import NO_VALUE, Entry, Parked, RunRecord
 from telo.operations.runs import RunView
 
@@ -199,8 +199,15 @@ def seconds(wait: Wait) -> float | None:
     if isinstance(wait, str):
         from telo.kinds.addressing import duration_ms
 
-        return duration_ms(wait, "wait") / 1000
-    return float(wait)
+        out = duration_ms(wait, "wait") / 1000
+    elif isinstance(wait, int | float) and not isinstance(wait, bool):
+        out = float(wait)
+    else:
+        raise TeloError(Code.INVALID_VALUE, f"wait: expected seconds or a duration text, got {wait!r}",
+                        hint="write e.g. 30 or '30s'")
+    if out < 0:
+        raise TeloError(Code.INVALID_VALUE, f"wait: a wait cannot be negative ({wait!r})", hint="write e.g. 30s")
+    return out
 
 
 def run_id(run: RunLike) -> str:

@@ -151,7 +151,7 @@ class App:
         """See :meth:`AsyncApp.send`."""
         return self._call(self.aio.send(run, topic, payload, key=key, continue_run=continue_run))
 
-    def event(self, run: RunLike, name: str, *, wait: float | None = None) -> Event | None:
+    def event(self, run: RunLike, name: str, *, wait: Wait = None) -> Event | None:
         """See :meth:`AsyncApp.event`."""
         return self._call(self.aio.event(run, name, wait=wait))
 
@@ -167,7 +167,7 @@ class App:
         """See :meth:`AsyncApp.list_streams`."""
         return self._call(self.aio.list_streams(run))
 
-    def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: float | None = None
+    def stream(self, run: RunLike, stream: str, offset: int = 0, *, wait: Wait = None
                ) -> Iterator[tuple[int, Any]]:
         """See :meth:`AsyncApp.stream`: a generator that blocks for each next value."""
         values = self.aio.stream(run, stream, offset, wait=wait)

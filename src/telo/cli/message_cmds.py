@@ -5,12 +5,11 @@
 from __future__ import annotations
 
 import asyncio
-import sys
+import shlex
 
 import click
 
 from telo.cli.common import (
-    EXIT_FAILED,
     emit,
     journal_compat_option,
     journal_option,
@@ -62,10 +61,9 @@ def events_get_command(run: str, name: str, wait: str | None, journal: str | Non
                        as_json: bool) -> None:
     """Print the latest value RUN published under NAME; exit 1 (ERR_DURABLE_EVENT_NOT_SET) if it has published
     none (by the end of --wait)."""
-    from telo.kinds.addressing import duration_ms
     from telo.operations import actions
 
-    wait_ms = duration_ms(wait, "--wait") if wait else 0
+    wait_ms = int((_seconds(wait) or 0) * 1000)
     with open_store(journal, manifest) as store:
         found = asyncio.run(actions.wait_for_event(store, run, name, wait_ms))
     if found is None:
@@ -93,11 +91,23 @@ def events_list_command(run: str, name: str | None, journal: str | None, manifes
     if as_json:
         out_json([{**e.to_json(), "at": json_time(e.at)} for e in found])
         return
-    if not found:
-        click.echo(f"run {run!r} has published no events" + (f" named {name!r}" if name else ""))
-        sys.exit(EXIT_FAILED)
+    if not found:  # (an empty list, not a failure: `telo events get` is the one that asks for a value)
+        click.echo(f"run {run!r} has published no events" + (f" named {name!r}" if name else ""), err=True)
+        return
     for e in found:
         click.echo(f"{e.seq:<5} {json_time(e.at) or '—':<25} {e.name:<20} {shown(e.value)}")
+
+
+def _seconds(wait: str | None) -> float | None:
+    """``--wait`` in seconds (None: not given); a negative wait is refused."""
+    if not wait:
+        return None
+    from telo.kinds.addressing import duration_ms
+
+    ms = duration_ms(wait, "--wait")
+    if ms < 0:
+        raise TeloError(Code.INVALID_VALUE, f"--wait: a wait cannot be negative ({wait})", hint="write e.g. 30s")
+    return ms / 1000
 
 
 @click.group("stream")
@@ -118,7 +128,6 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
                         manifest: str | None, as_json: bool) -> None:
     """Print RUN's stream NAME from --from on, a value a line (`OFFSET VALUE`, or one JSON object a line with
     --json); with --follow, block for more until it is closed or the run settles."""
-    from telo.kinds.addressing import duration_ms
     from telo.operations import actions
 
     def show(at: int, value: object) -> None:
@@ -130,13 +139,18 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
     with open_store(journal, manifest) as store:
         if not follow:
             page = actions.read_stream(store, run, name, offset)
+            if not page.values and not page.closed and page.settled and \
+                    name not in {s.stream for s in actions.list_streams(store, run)[0]}:
+                raise TeloError(Code.INVALID_VALUE, f"run {run!r} has settled and wrote no stream {name!r}",
+                                hint=f"list its streams: `telo stream list {shlex.quote(run)}`",
+                                data={"run": run, "stream": name})
             for at, value in page.values:
                 show(at, value)
             if not as_json:
                 click.echo(f"-- next {page.next}" + (" (closed)" if page.closed else "")
                            + (" (run settled)" if page.settled else ""), err=True)
             return
-        wait_s = duration_ms(wait, "--wait") / 1000 if wait else None
+        wait_s = _seconds(wait)
 
         async def each() -> None:
             async for at, value in actions.follow_stream(store, run, name, offset, wait_s=wait_s):
