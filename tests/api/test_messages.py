@@ -388,6 +388,28 @@ def test_waits_take_seconds_or_duration_text_like_result(load: Any) -> None:
     assert negative.value.code == "ERR_INVALID_VALUE"
 
 
+def test_a_restore_keeps_the_messages_sent_to_the_run(load: Any) -> None:
+    """Messages are the run's inputs, not its history: a restore to before a receive makes its message untaken
+    again (the receive re-executed takes it), instead of dropping it — and a resend with its key stays a
+    duplicate."""
+    with load() as app:
+        app.run("three", {"id": "11"})
+        app.send("three:11", "cmds", "m1", key="k1")
+        assert app.wait("three:11", 10).status == "parked"  # took k1 at `a`, waits at `b`
+        app.send("three:11", "cmds", "m2", key="k2")
+        status = app.wait("three:11", 10)
+        assert status.parked is not None and status.parked.path == "steps/c"
+        checkpoint = next(c for c in app.checkpoints("three:11") if c.path == "steps/p1")
+        app.restore("three:11", checkpoint)
+        status = app.wait("three:11", 10)  # `b` executes again: it takes k2 again, and waits at `c`
+        resent = app.send("three:11", "cmds", "m2", key="k2", continue_run=False)
+        app.send("three:11", "cmds", "m3", key="k3")
+        done = app.result("three:11", wait=10)
+    assert status.parked is not None and status.parked.path == "@epoch[1]/steps/c", status
+    assert resent.duplicate
+    assert done.ok and [done.step(s)["key"] for s in ("a", "b", "c")] == ["k1", "k2", "k3"]
+
+
 def test_a_workflow_sends_with_its_steps_idempotency_key(load: Any) -> None:
     with load() as app:
         app.run("three", {"id": "6"})

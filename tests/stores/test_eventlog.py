@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from telo.clock import FakeClock
 from telo.errors import TeloError
-from telo.journal import eventlog
+from telo.journal import eventlog, snapshot_rows
 from telo.journal.eventlog import EventKind
 from telo.journal.model import Admission, Entry, Outcome, Parked
 from telo.journal.store import Store
@@ -77,7 +77,7 @@ def test_recovery_from_the_compacted_log_equals_recovery_from_the_full_log(
     assert {p: (e.value, e.v, e.kind) for p, e in after.entries.items()} == {
         p: (e.value, e.v, e.kind) for p, e in full.items()
     }
-    assert after.hash == eventlog.state_hash(full)
+    assert after.hash == snapshot_rows.state_hash(full)
     # the compacted log holds the snapshot and what came after it only
     assert len(store.read_entries(run)) == (1 if twice else 1 + extra)
     # first writer still wins over a compacted path
@@ -91,7 +91,7 @@ def test_a_crash_between_snapshot_and_truncation_recovers_the_same(store: Store)
     entries, epoch, version = eventlog.fold("r1", store.read_entries("r1"))
     # the snapshot is appended, the truncation never happens
     store.append("r1", Entry.decided(f"@snapshot[{version}]", "snapshot",
-                                     eventlog._snapshot_value(entries, epoch, version)))
+                                     snapshot_rows.snapshot_value(entries, epoch, version)))
     assert eventlog.recover(store, "r1").hash == before.hash
 
 

@@ -47,11 +47,12 @@ from telo.errors import ERR_DURABLE_SUSPENSION_SWALLOWED, Code, TeloError
 from telo.journal import eventlog
 from telo.journal.claims import Fence
 from telo.journal.model import NO_VALUE, Outcome, RunRecord
+from telo.journal.snapshot_rows import state_hash
 
 log = logging.getLogger("telo.durable")
 
 REPLAYED_REASON = "a durable workflow's body is replayed from its journal on resume"
-_EMPTY_HASH = eventlog.state_hash({})
+_EMPTY_HASH = state_hash({})
 
 HandleObserver = Callable[[LocalRunHandle], None]
 _observer: contextvars.ContextVar[HandleObserver | None] = contextvars.ContextVar("telo_handle_observer",

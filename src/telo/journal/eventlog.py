@@ -22,7 +22,9 @@ stream_cursor                  a ``stream_cursor`` decision at ``<step>/@cursor[
 **Epochs.** A restore never rewrites history (event-log §6): it appends ``@restore[k]`` naming a checkpoint,
 and from then on the run's entries are stored under ``@epoch[k]/<path>``, so first-writer-wins holds per
 epoch while the paths the engine sees stay the same. Epoch 0 stores paths unprefixed, exactly as upstream.
-A record of an abandoned epoch (a writer that had not noticed the restore) is ignored by :func:`fold`.
+A record of an abandoned epoch (a writer that had not noticed the restore) is ignored by :func:`fold`. The
+messages sent to the run (``@inbox/…``, telo.durable.messages) are its inputs, not its history: a restore keeps
+them, untaken again where their receives came after the checkpoint (as Temporal's reset reapplies signals).
 
 **Snapshots.** :func:`compact` appends ``@snapshot[<base>]`` holding every effective entry as of log
 position ``base``, then truncates what it subsumes. :func:`fold` starts from the newest snapshot and applies
@@ -33,12 +35,9 @@ recovery from the compacted log equals recovery from the full log.
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
@@ -46,6 +45,7 @@ from telo.errors import Code, JournalError
 from telo.journal import keyed, lineage, rules
 from telo.journal.lineage import Origin
 from telo.journal.model import Admission, Entry, RunRecord
+from telo.journal.snapshot_rows import entries_from_snapshot, snapshot_value, state_hash
 from telo.journal.store import Store
 
 SNAPSHOT = "snapshot"
@@ -56,6 +56,7 @@ _SNAPSHOT_SEG = paths.reserved(SNAPSHOT)
 _RESTORE_SEG = paths.reserved(RESTORE)
 _EPOCH_SEG = paths.reserved("epoch")
 _RETRY_SEG = paths.reserved("retry")
+_INBOX_SEG = paths.reserved("inbox")
 
 
 class EventKind(enum.StrEnum):
@@ -192,41 +193,6 @@ def events(store: Store, run: str) -> list[Event]:
 # --- recovery ---------------------------------------------------------------------------------------------
 
 
-def _snapshot_value(entries: Mapping[str, Entry], epoch: int, base: int,
-                    origin: Origin | None = None) -> dict[str, Any]:
-    # Each row ends with the entry's write time (Entry.at; null when it has none): a reader of the seven
-    # members before it (an older telo) ignores it, and the compacted entries keep their times.
-    rows = [
-        [e.path, e.kind, e.decision, dict(e.target) if e.target else None, e.v, e.value, e.seq or 0, e.at]
-        for e in sorted(entries.values(), key=lambda e: e.seq or 0)
-    ]
-    out = {"epoch": epoch, "base": base, "hash": state_hash(entries), "entries": rows}
-    # The truncation drops the @forked record: the snapshot keeps a fork's origin (and the keys it chose).
-    return out if origin is None else {**out, "forked": origin.to_value()}
-
-
-def _entries_from_snapshot(run: str, entry: Entry) -> tuple[dict[str, Entry], int, int]:
-    data = entry.decode(run)
-    try:
-        entries = {
-            row[0]: Entry(row[0], row[1], row[5], row[4], row[2], row[3], row[6], _time_of(row))
-            for row in data["entries"]
-        }
-        return entries, int(data["epoch"]), int(data["base"])
-    except (KeyError, TypeError, IndexError, ValueError) as exc:
-        raise JournalError(
-            Code.DURABLE_JOURNAL_CORRUPT,
-            f"snapshot {entry.path!r} of run {run!r} does not have the snapshot shape",
-            data={"run": run, "path": entry.path},
-        ) from exc
-
-
-def _time_of(row: Sequence[Any]) -> int | None:
-    """A snapshot row's write time: its optional eighth member (a snapshot of an older telo has seven)."""
-    at = row[7] if len(row) > 7 else None
-    return at if type(at) is int else None
-
-
 def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int]:
     """Effective ``(entries by logical path, epoch, version)`` of a log (see the module docstring)."""
     ordered = sorted(records, key=lambda e: e.seq or 0)
@@ -235,8 +201,8 @@ def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int
     base = 0
     snapshots = [e for e in ordered if _first_segment(e.path).startswith(_SNAPSHOT_SEG)]
     if snapshots:
-        newest = max(snapshots, key=lambda e: _entries_from_snapshot(run, e)[2])
-        entries, epoch, base = _entries_from_snapshot(run, newest)
+        newest = max(snapshots, key=lambda e: entries_from_snapshot(run, e)[2])
+        entries, epoch, base = entries_from_snapshot(run, newest)
     version = base
     for rec in ordered:
         seq = rec.seq or 0
@@ -247,7 +213,8 @@ def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int
         if first.startswith(_RESTORE_SEG):
             data = rec.decode(run)
             checkpoint, epoch = int(data["checkpoint"]), int(data["epoch"])
-            entries = fold(run, [r for r in ordered if (r.seq or 0) <= checkpoint])[0]
+            inbox = {p: e for p, e in entries.items() if _first_segment(p) == _INBOX_SEG}  # (module docstring)
+            entries = {**inbox, **fold(run, [r for r in ordered if (r.seq or 0) <= checkpoint])[0]}
             continue
         if first == FORKED:
             continue
@@ -255,15 +222,6 @@ def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int
         if rec_epoch == epoch and logical not in entries:
             entries[logical] = replace(rec, path=logical)
     return entries, epoch, version
-
-
-def state_hash(entries: Mapping[str, Entry]) -> str:
-    canon = [
-        [p, e.kind, e.decision, sorted(e.target.items()) if e.target else None, e.v, e.value]
-        for p, e in sorted(entries.items())
-    ]
-    text = json.dumps(canon, ensure_ascii=False, separators=(",", ":"))
-    return "sha256-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def recover(store: Store, run: str, record: RunRecord | None = None) -> RunState:
@@ -294,7 +252,7 @@ def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
     records = store.read_entries(run)
     entries, epoch, version = fold(run, records)
     snapshot = Entry.decided(paths.step_path(_SNAPSHOT_SEG, version), SNAPSHOT,
-                             _snapshot_value(entries, epoch, version, lineage.origin(run, records)))
+                             snapshot_value(entries, epoch, version, lineage.origin(run, records)))
     stored = store.append(run, snapshot)
     faults.point("after-snapshot-append")
     store.truncate_before(run, version + 1)
