@@ -1,3 +1,3 @@
-from telo.cli import main
+from telo.cli.main import main
 
 main()

@@ -4,29 +4,52 @@ and a hint (:func:`telo.cli.common.report_error`)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from typing import Any
 
 import click
 
-import telo.cli.journal_cmds as journal_cmds
 import telo.cli.logs as logs
-import telo.cli.message_cmds as message_cmds
-import telo.cli.queues_cmds as queues_cmds
-import telo.cli.run_cmds as run_cmds
-import telo.cli.runs_cmds as runs_cmds
-import telo.cli.runs_group as runs_group
-import telo.cli.schedules_cmds as schedules_cmds
-import telo.cli.travel_cmds as travel_cmds
-import telo.cli.ui_cmd as ui_cmd
 from telo import __version__
 from telo.cli.common import report_error
 from telo.errors import TeloError
 
+# Each top-level command and the module defining it (its COMMANDS), imported when the command runs: importing
+# them all cost every `telo` invocation ~0.45 s (the manifest loader, the kinds, the server), most of it for
+# commands it does not run.
+COMMAND_MODULES = {
+    "run": "run_cmds", "check": "run_cmds", "test": "run_cmds",
+    "status": "runs_cmds", "result": "runs_cmds", "deliver": "runs_cmds", "cancel": "runs_cmds",
+    "resume": "runs_cmds", "resolve": "runs_cmds", "worker": "runs_cmds",
+    "runs": "runs_group", "send": "message_cmds", "events": "message_cmds", "stream": "message_cmds",
+    "queues": "queues_cmds", "schedules": "schedules_cmds",
+    "restore": "travel_cmds", "fork": "travel_cmds", "schedule": "travel_cmds", "ui": "ui_cmd",
+}
+
 
 class TeloGroup(click.Group):
-    """Turns a TeloError escaping any command into one clear line and a documented exit code."""
+    """Turns a TeloError escaping any command into one clear line and a documented exit code; loads a command's
+    module when the command is asked for (:data:`COMMAND_MODULES`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        module_name = COMMAND_MODULES.get(cmd_name)
+        if found is not None or module_name is None:
+            return found
+        module = importlib.import_module(f"telo.cli.{module_name}")
+        for command in module.COMMANDS:
+            self.add_command(command)
+        if module_name == "runs_group":
+            from telo.cli import journal_cmds
+
+            module.runs.add_command(journal_cmds.journal_command)
+            module.runs.add_command(journal_cmds.checkpoints_command)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -74,12 +97,6 @@ def frame_decode(frame_text: str) -> None:
 
     click.echo(json.dumps(to_plain(decode_frame(frame_text)), ensure_ascii=False))
 
-
-for module in (run_cmds, runs_cmds, runs_group, message_cmds, queues_cmds, schedules_cmds, travel_cmds, ui_cmd):
-    for command in module.COMMANDS:
-        cli.add_command(command)
-runs_group.runs.add_command(journal_cmds.journal_command)
-runs_group.runs.add_command(journal_cmds.checkpoints_command)
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import jsonschema  # noqa: F401
 import yaml  # noqa: F401
 
+import telo.cli.main
 import telo.cli.run_cmds
 import telo.cli.runs_cmds
 import telo.durable.waits
