@@ -36,3 +36,16 @@ def test_help_lists_every_command_and_a_nested_one_runs() -> None:
     assert shown.exit_code == 0 and all(f"  {name} " in shown.output for name in COMMAND_MODULES), shown.output
     nested = runner.invoke(cli, ["runs", "journal", "--help"])  # journal_cmds' commands join `runs` on load
     assert nested.exit_code == 0 and "journal" in nested.output
+
+
+def test_the_console_script_is_callable_after_the_group_is_imported() -> None:
+    """The crash suite's fork server imports telo.cli.main ahead of time and then calls the console script: with the
+    script at ``telo.cli:main`` the submodule shadowed the package's function and every child called a module."""
+    import tomllib
+    from pathlib import Path
+
+    import telo.cli.main  # noqa: F401  (imported first, as the fork server does)
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    module_name, _, attribute = pyproject["project"]["scripts"]["telo"].partition(":")
+    assert callable(getattr(importlib.import_module(module_name), attribute))

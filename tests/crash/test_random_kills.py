@@ -64,7 +64,7 @@ STARTUP_GUESS_S = 0.6
 EFFECT_MS = "5"  # each effect takes 5 ms after its ledger line: room for kills inside effects
 UNFINISHED_MIN = 6  # start new runs while fewer than this many are unfinished
 RESUBMIT_P = 0.25  # otherwise: a worker
-DEFAULT_KILLS = 150  # per store in CI (about 45 s each); the soak below takes 1,000
+DEFAULT_KILLS = 100  # per store in CI (about 30 s each); the soak below takes 1,000
 SOAK_KILLS = 1_000
 # The mix of faults at a process's random moment: the rest are SIGKILLs.
 TERM_P = 0.15  # SIGTERM: a graceful drain

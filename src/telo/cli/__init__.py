@@ -1,12 +1,5 @@
-"""The ``telo`` command line (click + rich). Thin: it parses, calls the public API, and renders."""
+"""The ``telo`` command line (click + rich). Thin: it parses, calls the public API, and renders.
 
-
-def main() -> None:
-    """The ``telo`` console script (pyproject: ``telo.cli:main``); :mod:`telo.cli.main` is imported only now, so
-    that importing a command module does not import every other one."""
-    from telo.cli.main import main as run
-
-    run()
-
-
-__all__ = ["main"]
+The console script is :func:`telo.cli.main.main` (pyproject). The package defines nothing itself: a function named
+``main`` here would be shadowed by the submodule :mod:`telo.cli.main` the moment that is imported (the crash
+suite's fork server imports it ahead of time, and its children then called a module)."""

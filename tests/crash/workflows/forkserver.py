@@ -1,5 +1,5 @@
 """A fork server for the random-kill tests: imports telo once, then forks one child per request that runs the
-``telo`` command line exactly as the ``telo`` console script does (``telo.cli:main``).
+``telo`` command line exactly as the ``telo`` console script does (``telo.cli.main:main``).
 
 Why: a fresh interpreter spends ~0.5 s importing telo and its libraries before it touches a journal, so a
 test that must SIGKILL hundreds of processes at moments that matter would spend most of its time (and most
@@ -47,7 +47,7 @@ import telo.journal.sqlite
 import telo.kinds.controllers
 import telo.operations.worker
 import telo.runtime.app  # noqa: F401
-from telo.cli import main as entry_point  # the `telo` console script (pyproject: telo.cli:main)
+from telo.cli.main import main as entry_point  # the `telo` console script (pyproject: telo.cli.main:main)
 
 
 def _status(status: int) -> int:
