@@ -71,7 +71,10 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     assert "telo deliver" not in said
     journal = ("--journal", "runs.db")
     missing = telo(tmp_path, "events", "get", "inbox:1", "progress", *journal)
-    assert missing.returncode != 0 and "ERR_DURABLE_EVENT_NOT_SET" in missing.stderr
+    assert missing.returncode == 1 and "ERR_DURABLE_EVENT_NOT_SET" in missing.stderr  # "not there" (it said 3)
+    pasted = missing.stderr.split("`")[1]  # the hint's command works as pasted (it lacked the run and --journal)
+    assert pasted == "telo events list --journal runs.db inbox:1", missing.stderr
+    assert telo(tmp_path, *pasted.split()[1:]).returncode == 0
     none = telo(tmp_path, "events", "list", "inbox:1", *journal)  # an empty list is not a failure
     assert none.returncode == 0 and "has published no events" in none.stderr, none
     negative = telo(tmp_path, "events", "get", "inbox:1", "progress", "--wait", "-5s", *journal)
@@ -89,6 +92,8 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     assert got.returncode == 0 and json.loads(got.stdout)["value"] == "two"  # the latest wins
     listed = telo(tmp_path, "events", "list", "inbox:1", "--json", *journal)
     assert [e["value"] for e in json.loads(listed.stdout)] == [{"n": 1}, "two"]
+    plain = telo(tmp_path, "events", "list", "inbox:1", *journal).stdout.splitlines()
+    assert plain[0].split() == ["SEQ", "AT", "NAME", "VALUE"] and len(plain) == 3, plain  # one header line
     streamed = telo(tmp_path, "stream", "read", "inbox:1", "out", "--follow", "--json", *journal)
     assert streamed.returncode == 0 and [json.loads(line) for line in streamed.stdout.splitlines()] == [
         {"offset": 0, "value": "two"}]  # the run settled: --follow ends
@@ -96,7 +101,8 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     assert json.loads(listed_streams.stdout) == {"run": "inbox:1", "settled": True,
                                                  "streams": [{"stream": "out", "values": 1, "closed": False}]}
     typo = telo(tmp_path, "stream", "read", "inbox:1", "outt", *journal)  # not an empty stream: none at all
-    assert typo.returncode != 0 and "wrote no stream 'outt'" in typo.stderr and "telo stream list" in typo.stderr
+    assert typo.returncode != 0 and "wrote no stream 'outt'" in typo.stderr
+    assert "`telo stream list --journal runs.db inbox:1`" in typo.stderr, typo.stderr
     settled = telo(tmp_path, "send", "inbox:1", "cmds", *journal)
     assert settled.returncode != 0 and "ERR_DURABLE_RUN_SETTLED" in settled.stderr
     assert "Traceback" not in settled.stderr + missing.stderr + negative.stderr + typo.stderr

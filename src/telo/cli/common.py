@@ -33,7 +33,8 @@ EXIT_NOT_SETTLED = 4  # `telo result`: the run has not settled (yet)
 # "The thing is not there" answers exit 1 on every command, like a failed outcome (docs/cli.md); every other
 # refusal (a busy run, a bad cursor, an unreadable journal) is telo refusing (exit 3).
 NOT_THERE = frozenset({Code.DURABLE_RUN_NOT_FOUND, Code.CHECKPOINT_NOT_FOUND, Code.JOURNAL_NOT_FOUND,
-                       Code.WORKFLOW_NOT_FOUND, Code.QUEUE_NOT_FOUND, Code.SCHEDULE_NOT_FOUND})
+                       Code.WORKFLOW_NOT_FOUND, Code.QUEUE_NOT_FOUND, Code.SCHEDULE_NOT_FOUND,
+                       Code.DURABLE_EVENT_NOT_SET})
 
 NONE_SHOWN = "—"  # what a human table shows for "no value" (JSON omits the member instead)
 
@@ -67,8 +68,10 @@ manifest_option = click.option("--manifest", "manifest", type=click.Path(exists=
 SOURCE_KEY = "telo.journal_source"
 # A command a hint names, in backquotes, that addresses runs in a journal: the flag goes right after the verb,
 # where it cannot be mistaken for (or split) the command's own arguments, whatever a run id looks like.
-_ADDRESSING = frozenset({"status", "result", "deliver", "cancel", "resume", "resolve", "restore", "fork", "runs"})
-_HINTED_COMMAND = re.compile(r"`telo (?P<verb>runs [a-z]+|[a-z]+)(?=[ `])")
+_ADDRESSING = frozenset({"status", "result", "deliver", "cancel", "resume", "resolve", "restore", "fork", "runs",
+                         "send", "events", "stream"})
+# (a group's subcommand takes the flag, not the group: `telo events list --journal J RUN`)
+_HINTED_COMMAND = re.compile(r"`telo (?P<verb>(?:runs|events|stream) [a-z]+|[a-z]+)(?=[ `])")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (values in the plain encoding).")
 
 

@@ -69,7 +69,8 @@ def events_get_command(run: str, name: str, wait: str | None, journal: str | Non
     if found is None:
         raise TeloError(Code.DURABLE_EVENT_NOT_SET, f"run {run!r} has published no event {name!r}"
                         + (f" within {wait}" if wait else ""),
-                        hint="wait for it with --wait 30s, or list what it published: `telo events list RUN`",
+                        hint="wait for it with --wait 30s, or list what it published: "
+                             f"`telo events list {shlex.quote(run)}`",
                         data={"run": run, "name": name})
     out = {**found.to_json(), "at": json_time(found.at)}
     emit(out, as_json)
@@ -94,6 +95,7 @@ def events_list_command(run: str, name: str | None, journal: str | None, manifes
     if not found:  # (an empty list, not a failure: `telo events get` is the one that asks for a value)
         click.echo(f"run {run!r} has published no events" + (f" named {name!r}" if name else ""), err=True)
         return
+    click.echo(f"{'SEQ':<5} {'AT':<25} {'NAME':<20} VALUE")  # (plain output: one header line, docs/cli.md)
     for e in found:
         click.echo(f"{e.seq:<5} {json_time(e.at) or '—':<25} {e.name:<20} {shown(e.value)}")
 
