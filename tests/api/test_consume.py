@@ -141,9 +141,9 @@ steps:
 """
 
 
-def setup(tmp_path: Path, monkeypatch: Any) -> Path:
+def setup(tmp_path: Path, monkeypatch: Any, manifest: str = MANIFEST) -> Path:
     (tmp_path / "consume_fns.py").write_text(FUNCTIONS)
-    (tmp_path / "app.yaml").write_text(MANIFEST)
+    (tmp_path / "app.yaml").write_text(manifest)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("CONSUME_LEDGER", str(tmp_path / "ledger.txt"))
     monkeypatch.setenv("CONSUME_FAIL", str(tmp_path / "fail.flag"))

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import telo
-from tests.api.test_consume import FUNCTIONS, ledger
+from tests.api.test_consume import ledger, setup
 
 MANIFEST = """\
 kind: Telo.Application
@@ -59,17 +59,13 @@ steps:
 
 
 def test_a_batch_read_again_after_a_failure_has_the_same_items(tmp_path: Path, monkeypatch: Any) -> None:
-    (tmp_path / "consume_fns.py").write_text(FUNCTIONS)
-    (tmp_path / "app.yaml").write_text(MANIFEST)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("CONSUME_LEDGER", str(tmp_path / "ledger.txt"))
-    monkeypatch.setenv("CONSUME_FAIL", str(tmp_path / "fail.flag"))
+    manifest = setup(tmp_path, monkeypatch, MANIFEST)
     db = sqlite3.connect(tmp_path / "app.db")
     db.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY, body TEXT, sent INTEGER NOT NULL DEFAULT 0)")
     db.executemany("INSERT INTO outbox (id, body) VALUES (?, ?)", [(i, f"m{i}") for i in range(1, 7)])
     db.commit()
     (tmp_path / "fail.flag").touch()  # batch 0's gate fails once (index + 1 == 1)
-    with telo.load(tmp_path / "app.yaml") as app:
+    with telo.load(manifest) as app:
         done = app.run("outbox", {"id": "1"}, wait=10)
     assert not (tmp_path / "fail.flag").exists()
     assert done.ok, done
