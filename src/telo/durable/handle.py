@@ -16,7 +16,7 @@ from typing import Any, Final, NoReturn
 
 from telo import faults, paths
 from telo.clock import SYSTEM_CLOCK, Clock
-from telo.durable import effects, failures, shutdown, unconfirmed
+from telo.durable import effects, failures, parks, shutdown, unconfirmed
 from telo.durable.aio import AsyncStore
 from telo.durable.appends import DEFERRED_STEPS as DEFERRED_STEPS  # (re-exported: tests import it from here)
 from telo.durable.appends import DeferredAppends
@@ -69,6 +69,7 @@ class LocalRunHandle:
         self.replayed_steps = 0
         self.executed_steps = 0
         self.latched: Suspension | None = None
+        self.parked: Parked | None = None  # the park this execution recorded (telo.durable.parks)
         self.regions = RegionReports(self.run_id)
         # The claim this execution holds: every write goes through it (telo.journal.claims "Fencing"), and its
         # renewal (telo.durable.renewals) is checked before each effect.
@@ -350,7 +351,9 @@ class LocalRunHandle:
         self.latched = signal  # latched first: an absorber between here and the workflow cannot hide it
         faults.point("before-park-record")
         # Queued behind the pending appends and refused if one failed: no wait for them first.
-        parked = Parked(self._storage(where.path), where.resource, until.token, until.at, where.reason)
+        parked = parks.merged(self.parked, Parked(self._storage(where.path), where.resource, until.token, until.at,
+                                                  where.reason))
+        self.parked = parked  # (a sibling branch parking next merges with it)
         # A fenced park keeps the claim: this body may still be running sibling branches of a fan-out (spec
         # §7.8), so the run stays claimed until the whole body has unwound (the execution then releases it),
         # and no worker woken by a delivery executes those branches a second time meanwhile.

@@ -76,6 +76,9 @@ async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, c
             got = await handle.decide(paths.child(here, RECEIVED), RECEIVED_DECISION, take)
     except _NothingYet:
         suspend_allowed(resource)
+        # Says a send of this topic wakes the run, whatever token the run's one park record ends up holding
+        # (parallel branches: telo.durable.parks); flushed by the park, which is a barrier.
+        await handle.decide(paths.child(here, messages.WAITING), messages.WAITING_DECISION, lambda: {"topic": topic})
         try:
             await handle.park(ParkWhere(here, resource), ParkUntil(token=inbox_token(run, topic), at=deadline))
         except Suspension:

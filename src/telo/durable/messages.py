@@ -7,14 +7,17 @@ like ``@digest``: never under ``steps``, so replay and version gates never mista
 returns, its ``seq`` orders it among the run's messages (and no reader sees a message before an older one has
 committed: Store.append_in_order), and **first writer wins** makes a sender's ``key`` its idempotency key: a
 second send with one key stores nothing (``duplicate: true``; the nonce says which send stored it). A send
-without a key gets a fresh one. A message to a restored run is written in the run's current epoch (telo.journal
-.eventlog), so the timeline it continues sees it.
+without a key gets a fresh one. A message is stored under no epoch (telo.journal.eventlog): every timeline of a
+restored run sees it, and a send racing a restore cannot land in the epoch the restore abandons.
 
 **A receive** (``Durable.Receive``) is a decision at ``<step>/@received``: the oldest message of its topic that no
 earlier receive of the run recorded, as ``{topic, key, seq, payload, timedOut: false}``. Recorded once, replayed
 verbatim: a crash after it hands the body the same message again and never a second one. With nothing to
-receive, the run parks on the token ``inbox:<run>:<topic>`` (until the receive's deadline, when it has a
-timeout); a send unparks a run parked on that token. The lost wake-up — a message written after the receive
+receive, it records ``{topic}`` at ``<step>/@waiting`` and the run parks on the token ``inbox:<run>:<topic>``
+(until the receive's deadline, when it has a timeout); a send unparks a parked run in which a receive of its
+topic waits — one whose ``@waiting`` has no ``@received`` beside it. The ``@waiting`` record, not the park's
+token, says so: parallel branches may wait on several topics (and Awaits) at once, while the run record holds one
+park (telo.durable.parks). The lost wake-up — a message written after the receive
 looked and before its park was recorded, whose sender then found the run not parked yet — is closed from the
 receiving side: once the park is recorded, the receive looks again, and unparks the run itself if a message came
 (either the sender's look at the run follows the park, or the receive's second look follows the message). Past
@@ -43,9 +46,11 @@ from telo.runtime.contracts import SchemaValidator
 
 INBOX = "@inbox"  # root key of a run's messages: @inbox/<topic>/<key>
 RECEIVED = "@received"  # <receive step>/@received: the message a receive took (or its time-out)
+WAITING = "@waiting"  # <receive step>/@waiting: {topic}, recorded before its park (a send wakes the run by it)
 EVENT = "@event"  # <publish step>/@event: {name, value}
 MESSAGE_DECISION = "message"
 RECEIVED_DECISION = "received"
+WAITING_DECISION = "waiting"
 EVENT_DECISION = "event"
 SETTLED = frozenset({"completed", "failed", "cancelled"})
 
@@ -112,20 +117,43 @@ def send(store: Store, run: str, topic: Any, payload: Any, *, key: str | None = 
     if existing is None:
         nonce = uuid4()  # which send stored it: racing sends of one key may carry equal payloads
         text, v = writer_for(store).stored({"payload": payload, "nonce": nonce})
-        entry = Entry(state.storage_path(logical), "decision", text, v, MESSAGE_DECISION, None)
+        entry = Entry(logical, "decision", text, v, MESSAGE_DECISION, None)
         stored = store.append_in_order(run, entry)
         got = stored.decode(run)
         duplicate = not (isinstance(got, Mapping) and got.get("nonce") == nonce)  # another send got there first
     else:
         stored, duplicate = existing, True
-    woke = False
     # A duplicate wakes too while its message is untaken: the send that stored it may have died before its wake
     # (a retry with its key is how a sender recovers). A parked run's entries are all in the store (a park is a
     # barrier), so ``taken`` is exact whenever there is a park to undo.
-    if not (duplicate and _taken(run, state.entries, topic, key)):
-        parked = store.run_parked_on(inbox_token(run, topic))
-        woke = parked is not None and parked.run == run and store.unpark(run)
+    woke = not (duplicate and _taken(run, state.entries, topic, key)) and _wake(store, run, topic)
     return Sent(run, topic, key, stored.seq or 0, duplicate, woke)
+
+
+def _wake(store: Store, run: str, topic: str) -> bool:
+    """Unpark the run if it is parked and a receive of ``topic`` waits in it. Read after the message is stored,
+    record first: a park this read sees was recorded after its ``@waiting`` (a park is a barrier), so the entries
+    read next show it; a park it does not see comes after the message, and the receive's look after its park
+    takes the message (module docstring)."""
+    record = store.read_run(run)
+    if record is None or record.status != "parked" or record.parked is None:
+        return False
+    if record.parked.token != inbox_token(run, topic) and topic not in waiting_topics(run, logical_entries(store, run)):
+        return False  # (the token: a run parked before receives recorded @waiting)
+    return store.unpark(run)
+
+
+def waiting_topics(run: str, entries: Mapping[str, Entry]) -> set[str]:
+    """The topics receives of the run wait on: a ``@waiting`` with no ``@received`` beside it (logical entries)."""
+    out: set[str] = set()
+    for path, entry in entries.items():
+        if entry.kind == "decision" and entry.decision == WAITING_DECISION:
+            step = paths.parent(path)
+            got = entry.decode(run)
+            if step is not None and paths.child(step, RECEIVED) not in entries and isinstance(got, Mapping) \
+                    and isinstance(got.get("topic"), str):
+                out.add(got["topic"])
+    return out
 
 
 def _taken(run: str, entries: Mapping[str, Entry], topic: str, key: str) -> bool:

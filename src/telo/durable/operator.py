@@ -121,10 +121,10 @@ def unmovable(record: RunRecord, now_ms: int, *, message_waiting: bool = False) 
                        "resuming would park the run there again",
                        hint=f"answer it: `telo resolve {shlex.quote(run)} {shlex.quote(step)} --redrive | "
                        "--skip-with JSON | --fail`")
+    if message_waiting:  # a receive of the run waits for a message that is there (its send's wake was lost)
+        return None
     inbox = f"{INBOX_TOKEN_PREFIX}{run}:"
     if parked.token is not None and parked.token.startswith(inbox) and (parked.at is None or parked.at > now_ms):
-        if message_waiting:  # (its send's wake was lost: a resume lets the receive take it)
-            return None
         topic = parked.token[len(inbox):]
         return Resumed(run, False, "parked", reason=f"the run waits at {parked.path} for a message on topic "
                        f"{topic!r}, and none is waiting; resuming would park it there again",

@@ -23,8 +23,9 @@ stream_cursor                  a ``stream_cursor`` decision at ``<step>/@cursor[
 and from then on the run's entries are stored under ``@epoch[k]/<path>``, so first-writer-wins holds per
 epoch while the paths the engine sees stay the same. Epoch 0 stores paths unprefixed, exactly as upstream.
 A record of an abandoned epoch (a writer that had not noticed the restore) is ignored by :func:`fold`. The
-messages sent to the run (``@inbox/…``, telo.durable.messages) are its inputs, not its history: a restore keeps
-them, untaken again where their receives came after the checkpoint (as Temporal's reset reapplies signals).
+messages sent to the run (``@inbox/…``, telo.durable.messages) are its inputs, not its history: stored under no
+epoch (a send need not know the epoch, so none races a restore into an abandoned one), kept by a restore, untaken
+again where their receives came after the checkpoint (as Temporal's reset reapplies signals).
 
 **Snapshots.** :func:`compact` appends ``@snapshot[<base>]`` holding every effective entry as of log
 position ``base``, then truncates what it subsumes. :func:`fold` starts from the newest snapshot and applies
@@ -219,7 +220,10 @@ def fold(run: str, records: Sequence[Entry]) -> tuple[dict[str, Entry], int, int
         if first == FORKED:
             continue
         rec_epoch, logical = split_storage_path(rec.path)
-        if rec_epoch == epoch and logical not in entries:
+        # A message is the run's input, not its history: stored under no epoch, so a send never has to know
+        # the epoch and cannot race a restore into an abandoned one (a copy under an epoch, from journals of
+        # before that, counts too).
+        if (rec_epoch == epoch or _first_segment(logical) == _INBOX_SEG) and logical not in entries:
             entries[logical] = replace(rec, path=logical)
     return entries, epoch, version
 

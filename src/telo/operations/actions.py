@@ -145,13 +145,17 @@ def resume(store: Store, run: str, reason: str, now_ms: int, *, force: bool = Fa
 
 
 def _message_waiting(store: Store, record: RunRecord) -> bool:
-    """Is the run parked on a receive whose topic holds an untaken message (its sender's wake lost)?"""
+    """Does a receive the parked run waits at have an untaken message (its sender's wake lost)? The receives of
+    parallel branches each record ``@waiting`` (telo.durable.messages); the park's token names one of them."""
+    if record.status != "parked":
+        return False
+    entries = messages.logical_entries(store, record.run)
+    topics = messages.waiting_topics(record.run, entries)
     token = record.parked.token if record.parked is not None else None
     inbox = f"{messages.INBOX_TOKEN_PREFIX}{record.run}:"
-    if not isinstance(token, str) or not token.startswith(inbox):
-        return False
-    return messages.next_message(record.run, messages.logical_entries(store, record.run), token[len(inbox):]) \
-        is not None
+    if isinstance(token, str) and token.startswith(inbox):
+        topics.add(token[len(inbox):])
+    return any(messages.next_message(record.run, entries, topic) is not None for topic in sorted(topics))
 
 
 def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALUE,
