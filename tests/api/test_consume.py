@@ -185,6 +185,16 @@ def test_a_file_whose_last_line_is_not_json_fails_the_consume_with_its_offset(
     assert "byte 18" in done.error.message, done.error.message
 
 
+def test_a_file_line_nested_too_deeply_fails_the_consume_with_its_offset_not_a_recursion_error(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    manifest = setup(tmp_path, monkeypatch)
+    (tmp_path / "input.ndjson").write_text('{"i": 0}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with telo.load(manifest) as app:
+        done = app.run("files", {"id": "3"}, wait=10)
+    assert done.status == "failed" and done.error is not None, done
+    assert done.error.code == "ERR_TYPED_FRAME_UNENCODABLE" and "byte 9" in done.error.message, done.error
+
+
 def test_another_runs_stream_is_consumed_once_each_in_order_until_its_close(tmp_path: Path, monkeypatch: Any) -> None:
     manifest = setup(tmp_path, monkeypatch)
     with telo.load(manifest) as app:

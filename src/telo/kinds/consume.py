@@ -6,7 +6,9 @@ Per batch ``k``, at the consume step's path ``<step>``:
 
 1. ``<step>/@batch[k]`` pins the batch's bounds, ``{from, to, count}`` — offsets of a stream, byte offsets of the
    file, keys of the query — before any of its steps runs. A replay (or the execution after a crash) reads the
-   same items back between those bounds, so a batch is the same batch whatever arrived since.
+   same items back between those bounds, so a batch is the same batch whatever arrived since. A query's batch
+   pins its rows too (``items``) and is never read again: the query may no longer select rows the batch's own
+   steps updated (telo.kinds.consume_sources).
 2. The steps run at ``<step>[k]``, journaled like any loop turn's.
 3. ``<step>/@cursor[k]`` records the advance, ``{cursor, items, terminal}``: the ``stream_cursor`` event. A
    crash resumes after the last batch whose steps completed; the batch it interrupted runs its remaining steps.
@@ -105,14 +107,16 @@ class Consume(Resource):
                 items, after, ended = await source.next_batch(cursor, self.batch_size)
                 if items or ended:
                     fetched = items
-                    return {"from": cursor, "to": after, "count": len(items)}
+                    pinned = {"from": cursor, "to": after, "count": len(items)}
+                    return {**pinned, "items": items} if source.pins_items else pinned
                 await asyncio.sleep(self.poll_s)  # an open stream with nothing new: nothing is recorded
 
         pinned = await _decide(paths.child(here, BATCH, k), BATCH_DECISION, bounds)
         if int(pinned.get("count", 0)) == 0:
             return None
         after = pinned.get("to")
-        items = fetched if fetched is not None else await source.between(pinned.get("from"), after)
+        items = fetched if fetched is not None else pinned["items"] if isinstance(pinned.get("items"), list) \
+            else await source.between(pinned.get("from"), after)
         scope: dict[str, Any] = {**self.app.module_scope(), "inputs": inputs, "steps": {},
                                  "batch": {"index": k, "items": items, "from": pinned.get("from"), "to": after}}
 

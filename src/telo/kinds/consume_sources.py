@@ -1,12 +1,13 @@
 """The sources a ``Durable.Consume`` reads (telo.kinds.consume): another run's stream, a SQL query paged by a
 key, a newline-delimited JSON file. Each hands out batches after a cursor and reads a pinned batch back between
 two cursors — the same items, whatever was added since (the source is append-only by contract: a stream always
-is; a table-as-a-queue appends rows with growing keys; the file is appended to)."""
+is; the file is appended to). A query's rows are not: its ``WHERE`` may stop selecting the rows a batch's own
+steps updated (``WHERE sent = 0`` and a step marking them — the outbox pattern), so a query batch pins its items
+(``pins_items``) and is never read again."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,10 +20,12 @@ from telo.kinds.sql import Connection
 from telo.kinds.sql_statements import run_sql
 from telo.kinds.sql_text import identifier, positional
 from telo.values import from_plain
+from telo.values.depth import load_json
 
 
 class Source(Protocol):
     start: Any  # the cursor before the first item
+    pins_items: bool  # a pinned batch records its items, not only its bounds (module docstring)
 
     async def next_batch(self, cursor: Any, limit: int) -> tuple[list[Any], Any, bool]:
         """Up to ``limit`` items after ``cursor``: ``(items, the cursor after them, whether the source ended)``."""
@@ -37,6 +40,7 @@ class StreamSource:
     """Another run's stream (telo.durable.streams): cursors are offsets."""
 
     start = 0
+    pins_items = False  # (a stream's offsets never change)
 
     def __init__(self, store: Store, run: str, stream: str) -> None:
         self.store, self.run, self.stream = store, run, stream
@@ -57,6 +61,7 @@ class FileSource:
     the file (a consume of a file ends there: consume a file once it is complete)."""
 
     start = 0
+    pins_items = False  # (appended to, by contract)
     CHUNK = 1 << 16  # bytes read at a time: a batch reads what it needs, not the rest of the file
 
     def __init__(self, path: Path, where: str) -> None:
@@ -64,8 +69,8 @@ class FileSource:
 
     def _item(self, raw: bytes, at: int, items: list[Any]) -> None:
         if raw.strip():
-            try:
-                items.append(from_plain(json.loads(raw), {}))
+            try:  # (load_json: a line nested past the value limit is refused, never a RecursionError)
+                items.append(from_plain(load_json(raw.decode(), f"the line at byte {at} of {str(self.path)!r}"), {}))
             except ValueError as exc:
                 raise TeloError(Code.INVALID_VALUE, f"{self.where}: the line at byte {at} of {str(self.path)!r} is "
                                 f"not JSON: {exc}", hint="write one JSON value per line") from exc
@@ -111,6 +116,7 @@ class QuerySource:
     """A SQL query paged by a key column (a table as a queue): cursors are the last key read (None first)."""
 
     start = None
+    pins_items = True  # (its rows change under it: module docstring)
 
     def __init__(self, conn: Connection, query: str, key: str, where: str) -> None:
         self.conn, self.query, self.where = conn, query.strip().rstrip(";"), where
@@ -164,6 +170,7 @@ class QuerySource:
             previous = key
 
     async def between(self, after: Any, upto: Any) -> list[Any]:
+        """(A batch pinned by a telo that recorded bounds only.)"""
         return await self._rows(after, upto, None)
 
 

@@ -212,7 +212,8 @@ CONSUME = KindSpec(
     output_schema={"type": "object", "properties": {"batches": {"type": "integer"}, "items": {"type": "integer"},
                                                     "cursor": {}}, "required": ["batches", "items"]},
     description="Durable stream iteration: consumes a source in batches, running `steps` once per batch. Each "
-                "batch's bounds are journaled before its steps (`<step>/@batch[k]`) and its cursor after them "
+                "batch's bounds (a query's: its rows too) are journaled before its steps (`<step>/@batch[k]`) and its "
+                "cursor after them "
                 "(`<step>/@cursor[k]`, the event log's `stream_cursor`), so a crash resumes after the last "
                 "completed batch and never hands a batch different items. With `transaction:` on the journal's "
                 "own database, a batch's SQL effects and its cursor commit together. Returns `{batches, items, "

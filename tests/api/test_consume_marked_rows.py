@@ -1,8 +1,8 @@
-"""A table-as-a-queue consumed the way the docs' example suggests (`markSent` the batch's rows, then hand them
-on): the source query selects unsent rows, the batch's first step marks them. When a later step of the batch
-fails and the consume step is retried (or the process crashes mid-batch), the batch is "read again between its
-pinned bounds" — by re-running the query, which no longer selects the rows the batch already marked. The
-remaining steps get `batch.items == []`: rows 1-3 are marked sent and never handled."""
+"""A table-as-a-queue consumed as the docs' outbox example does (issue 18 review, bug 3): the source query selects
+unsent rows and the batch's first step marks them. When a later step failed and the consume step was retried (or
+the process crashed mid-batch), the batch was read again between its pinned bounds by re-running the query, which
+no longer selected the rows the batch had marked: the remaining steps got `batch.items == []` and rows 1-3 were
+marked sent and never handled. A query batch now pins its rows (telo.kinds.consume_sources)."""
 from __future__ import annotations
 
 import sqlite3
