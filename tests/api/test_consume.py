@@ -6,12 +6,18 @@ together."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import telo
+from telo.durable import shutdown
 from telo.journal import eventlog
+from telo.kinds.consume_sources import StreamSource
 
 FUNCTIONS = """\
 import os
@@ -244,3 +250,40 @@ def test_a_query_whose_key_repeats_across_a_batch_boundary_is_refused_not_skippe
     marked = [r[0] for r in db.execute("SELECT id FROM done")]
     assert done.status == "failed" and done.error is not None and done.error.code == "ERR_INVALID_VALUE", done
     assert "share the key id=4" in done.error.message and marked == []
+
+
+@pytest.mark.parametrize("stop", ["cancel", "drain"])
+def test_a_consume_polling_an_open_stream_stops_at_a_cancel_or_a_drain(
+        tmp_path: Path, monkeypatch: Any, stop: str) -> None:
+    """It kept polling after the run was cancelled (issue 18 review, bug 8: 49 reads in 1-2 s) or the process
+    began draining: its poll checked neither."""
+    manifest = setup(tmp_path, monkeypatch)
+    reads = [0]
+    next_batch = StreamSource.next_batch
+
+    async def counted(self: StreamSource, cursor: Any, limit: int) -> Any:
+        reads[0] += 1
+        return await next_batch(self, cursor, limit)
+
+    monkeypatch.setattr(StreamSource, "next_batch", counted)
+    try:
+        with telo.load(manifest) as app:
+            assert app.run("producer", {"id": "p"}).status == "parked"  # its stream stays open
+            consumer = app.start("streams", {"id": "9", "producer": "producer:p"})
+            deadline = time.monotonic() + 10
+            while reads[0] < 5 and time.monotonic() < deadline:  # past the values there are: polling
+                time.sleep(0.02)
+            if stop == "cancel":
+                app.cancel(consumer)
+            else:
+                shutdown.request(signal.SIGTERM)
+            time.sleep(0.5)
+            stopped_at = reads[0]
+            time.sleep(0.5)  # (at a 20 ms poll, ~25 more reads if it still polls)
+            status = app.status(consumer).status
+            failed = [e.path for e in app.journal(consumer) if e.path.endswith("/@failed")]
+    finally:
+        shutdown.reset()
+    assert reads[0] == stopped_at, f"{reads[0] - stopped_at} reads in the 0.5 s after the {stop}"
+    assert status == ("cancelled" if stop == "cancel" else "running"), status
+    assert failed == []  # a halt, not the step's failure: the run continues in its next execution

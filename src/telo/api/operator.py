@@ -115,8 +115,8 @@ class OperatorActions:
         with ``wait`` (seconds or ``"30s"``), waits up to that long for one (a run that settles without publishing
         ends the wait)."""
         await self._ready()
-        return await messages.wait_for_event(self._store(), run_id(run), name, int((seconds(wait) or 0) * 1000),
-                                             clock=self.clock)
+        # (a reader's wait is real time, as app.wait's: on the app's clock, a FakeClock, it never ended)
+        return await messages.wait_for_event(self._store(), run_id(run), name, int((seconds(wait) or 0) * 1000))
 
     async def events(self, run: RunLike, name: str | None = None) -> list[Event]:
         """Every event the run published (of ``name``), oldest first (``telo events list``)."""
@@ -142,7 +142,7 @@ class OperatorActions:
         """Every ``(offset, value)`` of a run's stream from ``offset`` on, waiting for more until the stream is
         closed or the run settles (``telo stream read --follow``); with ``wait`` (seconds or ``"30s"``), it also
         ends once that long passes with nothing new."""
-        return streams.follow(self._store(), run_id(run), stream, offset, clock=self.clock, wait_s=seconds(wait))
+        return streams.follow(self._store(), run_id(run), stream, offset, wait_s=seconds(wait))  # (real time)
 
     async def cancel(self, run: RunLike, reason: str = "cancelled") -> bool:
         """Cancel the run (a body executing now stops at its next step); false if it had already settled."""

@@ -75,7 +75,7 @@ class LocalRunHandle:
         # renewal (telo.durable.renewals) is checked before each effect.
         self.fence = fence
         self.renewal: Renewal | None = None
-        self.halted: ExecutionHalted | None = None  # latched like a suspension: see _halt
+        self.halted: ExecutionHalted | None = None  # latched like a suspension: see halt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.consumed: set[str] = set()  # recorded paths this execution read back (telo.durable.gates asks)
         # Receives of one topic, and writes to one stream, of parallel branches take turns (telo.durable.inbox)
@@ -208,7 +208,7 @@ class LocalRunHandle:
                 return await self._execute_step(path, target, execute, observers)
             except TeloError as exc:
                 if halts(exc):  # (never an effect's own failure: telo.durable.halting.body_failure)
-                    self._halt(exc)
+                    self.halt(exc)
                 raise
         except BaseException as exc:
             error = exc
@@ -298,10 +298,10 @@ class LocalRunHandle:
             return entry.decode(self.run_id)
         except TeloError as exc:
             if halts(exc):
-                self._halt(exc)
+                self.halt(exc)
             raise
 
-    def _halt(self, exc: BaseException) -> NoReturn:
+    def halt(self, exc: BaseException) -> NoReturn:
         """Stop this execution: latched first, so that a body swallowing the signal is caught out (as a park)."""
         halt = ExecutionHalted(exc)
         if self.halted is None:
@@ -314,7 +314,7 @@ class LocalRunHandle:
             self.consumed.add(path)
             return self._read(existing)
         if kind == "attempt" and shutdown.draining():  # a retry's next attempt is a new effect: not now
-            self._halt(shutdown.refusal(self.run_id, path))
+            self.halt(shutdown.refusal(self.run_id, path))
         value = compute()
         if inspect.isawaitable(value):
             value = await value
@@ -327,7 +327,7 @@ class LocalRunHandle:
                 p, kind, value, writer=self.writer)), value, wait=wait)
         except TeloError as exc:
             if halts(exc):
-                self._halt(exc)
+                self.halt(exc)
             raise
         if kind == "inputs" and faults.armed("after-inputs-decision"):
             await self.flush()
@@ -343,7 +343,7 @@ class LocalRunHandle:
                                    value)
             except TeloError as exc:
                 if halts(exc):
-                    self._halt(exc)
+                    self.halt(exc)
                 raise
 
     async def park(self, where: ParkWhere, until: ParkUntil) -> NoReturn:
@@ -370,7 +370,7 @@ class LocalRunHandle:
                 await self.store.park(self.run_id, parked, fence=self.fence)
         except TeloError as exc:
             if halts(exc):
-                self._halt(exc)
+                self.halt(exc)
             raise
         faults.point("after-park-record")
         log.info("durable.park", extra={"durable.run": self.run_id, "durable.path": where.path,

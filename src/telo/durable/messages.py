@@ -257,11 +257,13 @@ def event_value(name: str, value: Any) -> dict[str, Any]:
 
 
 def _event_or_settled(store: Store, run: str, name: str) -> tuple[Event | None, bool]:
-    found = latest_event(store, run, name)
-    if found is not None:
-        return found, True
+    """The latest event of ``name`` and whether the wait for one is over. The status is read first: an event
+    read after the run was seen settled is the last it will publish (read the other way round, one published just
+    before the run settled was reported as never set)."""
     record = store.read_run(run)
-    return None, record is None or record.status in SETTLED
+    settled = record is None or record.status in SETTLED
+    found = latest_event(store, run, name)
+    return found, found is not None or settled
 
 
 async def wait_for_event(store: Store, run: str, name: Any, wait_ms: int, *, clock: Clock = SYSTEM_CLOCK,

@@ -52,6 +52,16 @@ class RunHandle(Protocol):
         """Raise if the run was cancelled: a running body stops at its next journaling point."""
         ...
 
+    async def check_cancelled_async(self) -> None:
+        """Read the run's status when due, then :meth:`check_cancelled`: for a step that waits long between
+        journaling points (a ``Durable.Consume`` polling an open stream)."""
+        ...
+
+    def halt(self, exc: BaseException) -> NoReturn:
+        """Stop this execution for ``exc`` (a cancel, a drain, a lost claim): raised as a halt that no ``catch``
+        sees and no failure receipt records, leaving the run to its next execution (telo.durable.halting)."""
+        ...
+
 
 def epoch_ms_value(handle: RunHandle | None, ms: int) -> int | float:
     """An epoch-ms time the runtime decides (a sleep's wakeAt, an await's deadline, a retry's due time), as it is

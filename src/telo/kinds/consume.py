@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from telo import paths
+from telo.durable import shutdown
 from telo.engine.context import current
 from telo.engine.interpreter import run_steps
 from telo.engine.journaling import journal_for
@@ -109,6 +110,7 @@ class Consume(Resource):
                     fetched = items
                     pinned = {"from": cursor, "to": after, "count": len(items)}
                     return {**pinned, "items": items} if source.pins_items else pinned
+                await _stop_point(here)  # (a poll may last for days: a cancel or a drain must stop it)
                 await asyncio.sleep(self.poll_s)  # an open stream with nothing new: nothing is recorded
 
         pinned = await _decide(paths.child(here, BATCH, k), BATCH_DECISION, bounds)
@@ -134,6 +136,22 @@ class Consume(Resource):
             # reads it back.
             await _decide(paths.child(here, CURSOR, k), CURSOR_DECISION, _cursor(after, len(items), False))
         return after, len(items)
+
+
+async def _stop_point(here: str) -> None:
+    """Stop a polling consume as a step boundary stops a body: the run was cancelled (``ERR_DURABLE_RUN_CANCELLED``)
+    or the process is draining (``ERR_DURABLE_SHUTTING_DOWN``; nothing of the batch is recorded yet, so the
+    execution that continues the run polls again). Both halt the execution, never fail the step
+    (telo.durable.halting)."""
+    handle = current().handle  # (in a collapsed region too, where journal_for answers None)
+    if handle is None:
+        return
+    try:
+        await handle.check_cancelled_async()
+        if shutdown.draining():
+            raise shutdown.refusal(handle.run_id, here)
+    except TeloError as exc:  # (raised plainly, the consume step would record it as its failure)
+        handle.halt(exc)
 
 
 def _cursor(cursor: Any, items: int, terminal: bool) -> Callable[[], Awaitable[dict[str, Any]]]:

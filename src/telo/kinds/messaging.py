@@ -97,7 +97,8 @@ class Event(_Addressing):
         wait = self.config.get("wait")
         wait_ms = duration_ms(wait, f"{self.kind} {self.name!r}.wait") if wait is not None else 0
         store = self._journal().store
-        found = await messages.wait_for_event(store, run, name, wait_ms, clock=self.app.clock)
+        # Real time, as its polls sleep: on the app's clock (a FakeClock under test) the wait never ended.
+        found = await messages.wait_for_event(store, run, name, wait_ms)
         if found is None:
             return {"run": run, "name": name, "set": False}
         return {**found.to_json(), "set": True}
