@@ -107,6 +107,8 @@ class Code(StrEnum):
     DURABLE_EVENT_NOT_SET = ("ERR_DURABLE_EVENT_NOT_SET", "`telo events get` waited for an event the run had not "
                              "published by the end of the wait (or settled without publishing)",
                              "wait longer (`--wait`), or check the name with `telo events list RUN`")
+    DURABLE_STREAM_NOT_FOUND = ("ERR_DURABLE_STREAM_NOT_FOUND", "`telo stream read` asked for a stream a settled "
+                                "run never wrote", "check the name with `telo stream list RUN`")
     DURABLE_STREAM_CLOSED = ("ERR_DURABLE_STREAM_CLOSED", "Durable.StreamWrite wrote to a stream of its run that an "
                              "earlier step closed", "write every value before the step that closes the stream")
     DURABLE_PAYLOAD_INVALID = ("ERR_DURABLE_PAYLOAD_INVALID", "a delivered payload is not JSON or does not match "

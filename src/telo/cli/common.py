@@ -34,7 +34,7 @@ EXIT_NOT_SETTLED = 4  # `telo result`: the run has not settled (yet)
 # refusal (a busy run, a bad cursor, an unreadable journal) is telo refusing (exit 3).
 NOT_THERE = frozenset({Code.DURABLE_RUN_NOT_FOUND, Code.CHECKPOINT_NOT_FOUND, Code.JOURNAL_NOT_FOUND,
                        Code.WORKFLOW_NOT_FOUND, Code.QUEUE_NOT_FOUND, Code.SCHEDULE_NOT_FOUND,
-                       Code.DURABLE_EVENT_NOT_SET})
+                       Code.DURABLE_EVENT_NOT_SET, Code.DURABLE_STREAM_NOT_FOUND})
 
 NONE_SHOWN = "—"  # what a human table shows for "no value" (JSON omits the member instead)
 

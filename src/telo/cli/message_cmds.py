@@ -139,13 +139,19 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
             click.echo(f"{at:<6} {shown(value)}")
 
     with open_store(journal, manifest) as store:
+
+        def written() -> None:
+            """A settled run that never wrote the stream: exit 1, "not there" (never an empty stream)."""
+            streams, settled = actions.list_streams(store, run)
+            if settled and name not in {s.stream for s in streams}:
+                raise TeloError(Code.DURABLE_STREAM_NOT_FOUND, f"run {run!r} has settled and wrote no stream "
+                                f"{name!r}", hint=f"list its streams: `telo stream list {shlex.quote(run)}`",
+                                data={"run": run, "stream": name})
+
         if not follow:
             page = actions.read_stream(store, run, name, offset)
-            if not page.values and not page.closed and page.settled and \
-                    name not in {s.stream for s in actions.list_streams(store, run)[0]}:
-                raise TeloError(Code.INVALID_VALUE, f"run {run!r} has settled and wrote no stream {name!r}",
-                                hint=f"list its streams: `telo stream list {shlex.quote(run)}`",
-                                data={"run": run, "stream": name})
+            if not page.values and not page.closed and page.settled:
+                written()
             for at, value in page.values:
                 show(at, value)
             if not as_json:
@@ -154,11 +160,15 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
             return
         wait_s = _seconds(wait)
 
-        async def each() -> None:
+        async def each() -> int:
+            count = 0
             async for at, value in actions.follow_stream(store, run, name, offset, wait_s=wait_s):
                 show(at, value)
+                count += 1
+            return count
 
-        asyncio.run(each())
+        if asyncio.run(each()) == 0:  # (a follow that saw nothing: was there a stream to follow?)
+            written()
 
 
 @stream_group.command("list")

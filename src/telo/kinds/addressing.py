@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from telo.durable.operator import NOT_FOUND, cancel_run, resume_run
@@ -59,7 +60,8 @@ class _Addressing(Resource):
 
     def run_id(self, inputs: Any) -> str:
         ev = self.field("run")
-        run = ev.evaluate(self.call_scope(inputs)) if ev is not None else (inputs or {}).get("run")
+        run = ev.evaluate(self.call_scope(inputs)) if ev is not None else \
+            inputs.get("run") if isinstance(inputs, Mapping) else None
         if not isinstance(run, str) or not run:
             raise TeloError(Code.DURABLE_RUN_ID_INVALID, f"{self.kind} {self.name!r}: no run id (configure `run:` "
                             "or pass inputs.run)", data={"resource": self.name})

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from telo.durable import messages
@@ -13,6 +14,18 @@ from telo.errors import Code, TeloError
 from telo.kinds.addressing import _Addressing, duration_ms
 from telo.runtime.contracts import contract_for, schema_of
 from telo.runtime.resource import Resource
+
+
+def _map_inputs(resource: Resource, inputs: Any, fields: str) -> Mapping[str, Any]:
+    """A step's ``inputs`` as the map these kinds read ``fields`` from; anything else is refused by name."""
+    if inputs is None:
+        return {}
+    if isinstance(inputs, Mapping):
+        return inputs
+    raise TeloError(Code.INVALID_VALUE, f"{resource.kind} {resource.name!r}: a step's inputs must be a map "
+                    f"({fields}), not {type(inputs).__name__} {inputs!r:.60}",
+                    hint=f"write the step's inputs as a map, e.g. `inputs: {{ {fields.split(',')[0]}: … }}`, or set "
+                    "the field on the resource", data={"resource": resource.name})
 
 
 class Receive(Resource):
@@ -25,10 +38,11 @@ class Receive(Resource):
         self.contract = contract_for(self.app, {})
 
     async def invoke(self, inputs: Any) -> Any:
+        given = _map_inputs(self, inputs, "topic, timeout")
         scope = self.call_scope(inputs)
         topic_ev = self.field("topic")
-        topic = topic_ev.evaluate(scope) if topic_ev is not None else (inputs or {}).get("topic")
-        timeout = (inputs or {}).get("timeout") if isinstance(inputs, dict) else None
+        topic = topic_ev.evaluate(scope) if topic_ev is not None else given.get("topic")
+        timeout = given.get("timeout")
         if timeout is None and self.config.get("timeout") is not None:
             from telo.kinds.journals import compile_time
 
@@ -93,7 +107,7 @@ class Event(_Addressing):
         scope = self.call_scope(inputs)
         run = self.run_id(inputs)
         name_ev = self.field("name")
-        name = name_ev.evaluate(scope) if name_ev is not None else (inputs or {}).get("name")
+        name = name_ev.evaluate(scope) if name_ev is not None else _map_inputs(self, inputs, "name").get("name")
         wait = self.config.get("wait")
         wait_ms = duration_ms(wait, f"{self.kind} {self.name!r}.wait") if wait is not None else 0
         store = self._journal().store

@@ -1,7 +1,7 @@
-"""`telo stream read RUN NAME` refuses a stream a settled run never wrote (exit 3, "wrote no stream"), but the
-same command with --follow prints nothing and exits 0 — a typo in a script that follows a finished run's
-stream reads as "the stream was empty". (And the refusal is exit 3, "telo refused", where docs/cli.md's exit 1
-is "the thing … is not there", as `telo events get` answers an unpublished event.)"""
+"""`telo stream read RUN NAME` refused a stream a settled run never wrote with exit 3, while the same command with
+--follow printed nothing and exited 0 — a typo in a script following a finished run's stream read as "the stream
+was empty" (issue 18 review, bug 6). Both exit 1 now, docs/cli.md's "not there" (ERR_DURABLE_STREAM_NOT_FOUND), as
+`telo events get` answers an unpublished event."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,4 +19,5 @@ def test_follow_of_a_stream_a_settled_run_never_wrote_fails_like_a_plain_read(tm
     plain = telo(tmp_path, "stream", "read", "inbox:1", "outt", *j)
     follow = telo(tmp_path, "stream", "read", "inbox:1", "outt", "--follow", *j)
     assert plain.returncode != 0 and "wrote no stream" in plain.stderr
-    assert follow.returncode == plain.returncode, (plain.returncode, follow.returncode, follow.stderr)
+    assert follow.returncode == plain.returncode == 1, (plain.returncode, follow.returncode, follow.stderr)
+    assert "ERR_DURABLE_STREAM_NOT_FOUND" in follow.stderr and "telo stream list" in follow.stderr
