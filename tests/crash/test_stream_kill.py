@@ -128,16 +128,20 @@ def test_a_stream_read_across_kills_of_its_writer_sees_every_value_once(kind: st
         worker = start_worker(manifest, env, log)
         kills = 0
         deadline = time.monotonic() + 60
-        while kills < KILLS and time.monotonic() < deadline:
-            written = len(seen)
-            time.sleep(rng.uniform(0.15, 0.6))
-            if worker.poll() is None and len(seen) < VALUES and len(seen) > written:  # killed while writing
+        # One kill in each of KILLS stretches of the stream, at a random value of it plus a few ms of jitter (into
+        # the effect, the append, the commit). Timed by the reader's progress, not by the clock: random sleeps
+        # between kills let a fast writer finish after one kill (CI saw "only 1 kills landed").
+        stretch = (VALUES - 20) // KILLS
+        for k in range(KILLS):
+            at = 10 + k * stretch + rng.randrange(stretch - 5)
+            while len(seen) < at and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0, 0.01))
+            if worker.poll() is None and len(seen) < VALUES:  # killed while writing
                 os.kill(worker.pid, signal.SIGKILL)
                 worker.wait()
                 kills += 1
                 worker = start_worker(manifest, env, log)
-            elif len(seen) >= VALUES:
-                break
         reader.join(60)
         assert not reader.is_alive(), f"{ctx}: the reader did not end (saw {len(seen)} values)"
         assert not reader_error, f"{ctx}: {reader_error[0]!r}"
@@ -145,7 +149,7 @@ def test_a_stream_read_across_kills_of_its_writer_sees_every_value_once(kind: st
         worker.send_signal(signal.SIGTERM)
         worker.wait(30)
         assert record is not None and record.status == "completed", f"{ctx}: {record}\n{log.read_text()[-3000:]}"
-        assert kills >= 2, f"{ctx}: only {kills} kills landed while the stream was being written"
+        assert kills == KILLS, f"{ctx}: only {kills} kills landed while the stream was being written"
         assert [offset for offset, _ in seen] == list(range(VALUES)), f"{ctx}: offsets {seen[:5]}…"
         assert [v for _, v in seen] == [{"turn": n, "x": n * 7} for n in range(VALUES)], ctx
         records = [e for e in messages.logical_entries(store, RUN).values() if e.decision == streams.STREAM_DECISION]
