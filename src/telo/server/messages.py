@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any, Final
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,7 +30,7 @@ from telo.journal.store import Store
 from telo.operations import actions
 from telo.server import operate
 from telo.server.console import rfc3339
-from telo.server.operate import Call, Page, run_param, run_url
+from telo.server.operate import Call, Page, run_param, run_url, segment
 from telo.server.views import ActionResult
 from telo.values import from_plain, to_plain
 
@@ -45,7 +45,7 @@ def stream_url(run: str, stream: str, *, api: bool = False) -> str:
 
 
 def stream_param(request: Request) -> str:
-    return unquote(str(request.path_params["stream"]), errors="strict")
+    return segment(request, "stream")
 
 
 # --- send -------------------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def _count(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):  # (str.isdigit takes "²", which int() refuses)
         raise TeloError(Code.INVALID_VALUE, f"{name} {raw!r} is not a non-negative integer",
                         hint=f"?{name}=0" if name == "offset" else f"?{name}={STREAM_PAGE}")
     return int(raw)

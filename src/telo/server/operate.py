@@ -49,9 +49,21 @@ def run_url(run: str, suffix: str = "", *, api: bool = False) -> str:
     return f"{'/api' if api else ''}/runs/{quote(run, safe='')}{suffix}"
 
 
+def segment(request: Request, name: str) -> str:
+    """The ``{name}`` segment of a route, decoded (the route matched the raw, still-encoded path). One whose
+    percent-encoding is not UTF-8 (``%ff``) is refused (400), never a 500."""
+    raw = str(request.path_params[name])
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise TeloError(Code.INVALID_VALUE, f"the {name} in the URL, {raw!r}, is not UTF-8 percent-encoding",
+                        hint=f"percent-encode the {name}'s UTF-8 bytes (as the console's links do)",
+                        data={name: raw}) from None
+
+
 def run_param(request: Request) -> str:
-    """The run id of a ``/runs/{run}`` route, decoded (the route matched the raw, still-encoded path)."""
-    return unquote(str(request.path_params["run"]), errors="strict")
+    """The run id of a ``/runs/{run}`` route (:func:`segment`)."""
+    return segment(request, "run")
 
 
 class Operations:
@@ -239,7 +251,7 @@ async def body(request: Request, is_form: bool) -> dict[str, Any]:
     field given more than once (the runs page's ticked rows) is a list."""
     parsed_body: dict[str, Any]
     declared = request.headers.get("content-length", "0")
-    if not declared.isdigit() or int(declared) > MAX_BODY:  # refused before reading a byte of it
+    if not (declared.isascii() and declared.isdigit()) or int(declared) > MAX_BODY:  # (refused before reading a byte; isascii: "²".isdigit())
         raise TeloError(Code.INVALID_VALUE, f"the request body must be at most {MAX_BODY} bytes")
     raw = await request.body()
     if len(raw) > MAX_BODY:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any, Final
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.requests import Request
 
@@ -22,6 +22,7 @@ from telo.errors import Code, TeloError
 from telo.journal.store import Store
 from telo.operations import queues
 from telo.server.console import rfc3339
+from telo.server.operate import segment
 
 OLDEST: Final = 20  # waiting runs a queue page lists
 
@@ -32,7 +33,7 @@ def queue_url(name: str, suffix: str = "", *, api: bool = False) -> str:
 
 
 def queue_param(request: Request) -> str:
-    return unquote(str(request.path_params["queue"]), errors="strict")
+    return segment(request, "queue")
 
 
 def _time(ms: int | None) -> str | None:

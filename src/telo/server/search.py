@@ -32,7 +32,7 @@ def parse_time(text: str | None, name: str) -> int | None:
     if text is None or not text.strip():
         return None
     text = text.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # (str.isdigit takes "²", which int() refuses)
         return int(text)
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))

@@ -1,5 +1,6 @@
-"""Bad input on the stream routes: a stream name whose percent-encoding is not UTF-8, a Unicode digit as
-?offset / ?limit. Each should be a clear 4xx with a telo code, not a 500."""
+"""Bad input in the console's URLs (issue 18 review, bug 7): a run, stream or queue name whose percent-encoding is
+not UTF-8 (strict unquote raised UnicodeDecodeError), a Unicode digit as ?offset, ?limit or ?since (str.isdigit
+took "²", int() refused it). Each answered 500; each is a 400 naming what is wrong now."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -12,10 +13,6 @@ import telo
 from telo.journal.sqlite import SqliteStore
 from telo.server.app import run_url
 from tests.server.test_messages_pages import MANIFEST
-
-# A known bug (a review of issue 18, 2026-12-04): these answer 500 today; a fix makes them pass.
-pytestmark = pytest.mark.xfail(strict=True, reason="stream routes answer 500 on bad parameters")
-
 
 @pytest.fixture
 def app(tmp_path: Path, store: SqliteStore) -> Iterator[telo.App]:
@@ -37,4 +34,13 @@ def test_bad_stream_parameters_are_refused_cleanly(client: TestClient, app: telo
     app.run("writer", {"id": "1"})
     base = run_url("writer:1", api=api)
     r = client.get(base + suffix)
-    assert r.status_code < 500, (r.status_code, r.text[:300])
+    assert r.status_code == 400, (r.status_code, r.text[:300])
+    assert "ERR_INVALID_VALUE" in r.text and ("UTF-8" in r.text or "non-negative integer" in r.text), r.text[:300]
+
+
+@pytest.mark.parametrize("url", ["/runs/%ff", "/api/runs/%ff", "/queues/%ff", "/api/queues/%ff",
+                                 "/runs?since=%C2%B2", "/api/runs?since=%C2%B2"])
+def test_bad_names_and_times_elsewhere_are_refused_cleanly(client: TestClient, url: str) -> None:
+    r = client.get(url)
+    assert r.status_code == 400, (r.status_code, r.text[:300])
+    assert "ERR_INVALID_VALUE" in r.text, r.text[:300]
