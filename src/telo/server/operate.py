@@ -251,7 +251,8 @@ async def body(request: Request, is_form: bool) -> dict[str, Any]:
     field given more than once (the runs page's ticked rows) is a list."""
     parsed_body: dict[str, Any]
     declared = request.headers.get("content-length", "0")
-    if not (declared.isascii() and declared.isdigit()) or int(declared) > MAX_BODY:  # (refused before reading a byte; isascii: "²".isdigit())
+    # Refused before reading a byte of it (isascii: str.isdigit takes "²", which int() refuses).
+    if not (declared.isascii() and declared.isdigit()) or int(declared) > MAX_BODY:
         raise TeloError(Code.INVALID_VALUE, f"the request body must be at most {MAX_BODY} bytes")
     raw = await request.body()
     if len(raw) > MAX_BODY:
