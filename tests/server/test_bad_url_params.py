@@ -14,6 +14,7 @@ from telo.journal.sqlite import SqliteStore
 from telo.server.app import run_url
 from tests.server.test_messages_pages import MANIFEST
 
+
 @pytest.fixture
 def app(tmp_path: Path, store: SqliteStore) -> Iterator[telo.App]:
     with telo.load(MANIFEST, journal=str(tmp_path / "journal.db")) as loaded:
