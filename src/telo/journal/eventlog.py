@@ -253,7 +253,9 @@ def compact(store: Store, run: str, *, clock: Clock = SYSTEM_CLOCK) -> Entry:
             hint="compact settled or parked runs, or wait until the holder's claim lapses",
             data={"run": run},
         )
-    records = store.read_entries(run)
+    # In order: a message still committing (PostgreSQL draws its seq before the commit) is waited for, so no
+    # entry below the truncation point is one this read did not see (Store.read_entries_in_order).
+    records = store.read_entries_in_order(run)
     entries, epoch, version = fold(run, records)
     snapshot = Entry.decided(paths.step_path(_SNAPSHOT_SEG, version), SNAPSHOT,
                              snapshot_value(entries, epoch, version, lineage.origin(run, records)))
