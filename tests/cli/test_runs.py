@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -225,10 +226,17 @@ def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) 
 
     # Resubmitted, the interrupted effect's outcome is unknown: the (non-idempotent) function parks for an
     # operator; the answer is recorded and listed as an unconfirmed effect.
-    env.run("k", "sleep=0")
+    said = env.run("k", "sleep=0")
     held = env.json("runs", "show", "flow:k")
     assert held["status"] == "parked" and "unconfirmed effect" in held["parked"]["reason"]
-    assert env.j("resolve", "flow:k", "steps/first", "--redrive").returncode == 0
+    # `telo run` says how to decide, and the command works as printed (it named the park's own path,
+    # steps/first/@unconfirmed[0], which `telo resolve` refused: ERR_DURABLE_EFFECT_NOT_UNCONFIRMED)
+    decide = re.search(r"decide: telo (resolve \S+ \S+)( --journal \S+)?", said.stdout + said.stderr)
+    assert decide is not None, said.stdout + said.stderr
+    resolved = env.j(*shlex.split(decide.group(1)), "--redrive")
+    assert resolved.returncode == 0, resolved.stderr
+    # the park's path, as `telo status` shows it, names the step too
+    assert "steps/first/@unconfirmed[0]" in held["parked"]["path"]
     env.run("k")
     done = env.json("runs", "show", "flow:k")
     assert done["status"] == "completed"

@@ -40,6 +40,7 @@ from telo.cli.common import (
     time_text,
 )
 from telo.durable.messages import INBOX_TOKEN_PREFIX
+from telo.durable.operator import unconfirmed_step
 from telo.errors import Code
 from telo.operations.project import JournalSource
 from telo.runtime.resource import RunOutcome
@@ -142,7 +143,8 @@ def _parked(outcome: RunOutcome, m: str, j: str) -> str:
         return (f"parked, waiting for a delivery to {token!r} (deliver it: telo deliver {shlex.quote(str(token))}"
                 f"{j} --payload JSON; then continue it: telo run again, or telo worker {m})")
     if reason is not None:
-        return (f"parked: {reason} (decide: telo resolve {run} {shlex.quote(str(parked.get('path', '')))}"
+        step = unconfirmed_step(str(parked.get("path", ""))) or str(parked.get("path", ""))
+        return (f"parked: {reason} (decide: telo resolve {run} {shlex.quote(step)}"
                 f"{j} --redrive|--skip-with JSON|--fail)")
     if isinstance(at, int):
         return f"parked until {time_text(at)} (a worker continues it then: telo worker {m})"

@@ -98,6 +98,15 @@ class Resumed:
         return out if self.hint is None else {**out, "hint": self.hint}
 
 
+def unconfirmed_step(path: str) -> str | None:
+    """The step ``telo resolve`` answers for a run parked at ``path`` — its park at ``<step>/@unconfirmed[n]``,
+    stored under the run's epoch — as the logical step path; None for a park of another kind."""
+    logical = eventlog.split_storage_path(path)[1]
+    if paths.parse(logical)[-1].name != paths.UNCONFIRMED:
+        return None
+    return paths.parent(logical) or logical
+
+
 def unmovable(record: RunRecord, now_ms: int, *, message_waiting: bool = False) -> Resumed | None:
     """Why an operator's resume would not move ``record``, or None when it would (issue 15: `telo resume` printed
     ``resumed: true`` for runs that parked again at once). A resume only makes a run due: the step it parked at
@@ -115,8 +124,8 @@ def unmovable(record: RunRecord, now_ms: int, *, message_waiting: bool = False) 
         return Resumed(run, False, record.status, reason=f"the run is {record.status}, not parked",
                        hint=f"`telo status {shlex.quote(run)}` shows who holds it or when it is due")
     parked = record.parked
-    if paths.parse(parked.path)[-1].name == paths.UNCONFIRMED:
-        step = paths.parent(parked.path) or parked.path
+    step = unconfirmed_step(parked.path)
+    if step is not None:
         return Resumed(run, False, "parked", reason=f"the effect at {step} may or may not have happened; "
                        "resuming would park the run there again",
                        hint=f"answer it: `telo resolve {shlex.quote(run)} {shlex.quote(step)} --redrive | "
@@ -169,6 +178,7 @@ def resolve_unconfirmed(store: Store, run: str, path: str, action: str, value: A
 
     if action not in RESOLUTIONS:
         raise TeloError(Code.INVALID_VALUE, f"unknown resolution {action!r}", hint="use redrive, skip or fail")
+    path = unconfirmed_step(path) or path  # (the park's own path, as `telo status` shows it, names the step too)
     state = eventlog.recover(store, run)
     if state.record is None:
         raise run_not_found(run)
