@@ -103,6 +103,9 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     typo = telo(tmp_path, "stream", "read", "inbox:1", "outt", *journal)  # not an empty stream: none at all
     assert typo.returncode != 0 and "wrote no stream 'outt'" in typo.stderr
     assert "`telo stream list --journal runs.db inbox:1`" in typo.stderr, typo.stderr
+    never = telo(tmp_path, "events", "get", "inbox:1", "nope", "--wait", "10s", *journal)  # said "within 10s"
+    assert never.returncode == 1 and "has settled (completed): it never will" in never.stderr, never.stderr
+    assert "--wait" not in never.stderr
     settled = telo(tmp_path, "send", "inbox:1", "cmds", *journal)
     assert settled.returncode != 0 and "ERR_DURABLE_RUN_SETTLED" in settled.stderr
     assert "Traceback" not in settled.stderr + missing.stderr + negative.stderr + typo.stderr

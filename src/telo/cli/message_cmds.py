@@ -66,11 +66,14 @@ def events_get_command(run: str, name: str, wait: str | None, journal: str | Non
     wait_ms = int((_seconds(wait) or 0) * 1000)
     with open_store(journal, manifest) as store:
         found = asyncio.run(actions.wait_for_event(store, run, name, wait_ms))
+        record = store.read_run(run) if found is None else None
     if found is None:
+        settled = record is not None and record.terminal  # (a wait on a settled run ends at once: say why)
         raise TeloError(Code.DURABLE_EVENT_NOT_SET, f"run {run!r} has published no event {name!r}"
-                        + (f" within {wait}" if wait else ""),
-                        hint="wait for it with --wait 30s, or list what it published: "
-                             f"`telo events list {shlex.quote(run)}`",
+                        + (f" and has settled ({record.status}): it never will" if settled and record else
+                           f" within {wait}" if wait else ""),
+                        hint=("list what it published: " if settled else "wait for it with --wait 30s, or list "
+                              "what it published: ") + f"`telo events list {shlex.quote(run)}`",
                         data={"run": run, "name": name})
     out = {**found.to_json(), "at": json_time(found.at)}
     emit(out, as_json)
