@@ -284,17 +284,21 @@ def test_a_receive_times_out_at_its_journaled_deadline(load: Any) -> None:
     assert done.ok and done.step("r") == {"topic": "brief", "timedOut": True}
 
 
-def test_a_payload_that_fails_the_receives_type_fails_the_step(load: Any) -> None:
+def test_a_payload_the_waiting_receive_would_refuse_is_refused_at_send(load: Any) -> None:
+    """Stored, it would fail the receive's step and the run (a walk-through found `telo send` did not check it,
+    where `telo deliver` checks an Await's payload): refused, nothing written, the run still waits."""
     with load() as app:
-        app.run("typed", {"id": "1"})
-        app.send("typed:1", "typed", {"n": "not a number"})
-        failed = app.result("typed:1", wait=10)
-        app.run("typed", {"id": "2"})
-        app.send("typed:2", "typed", {"n": 7})
-        fine = app.result("typed:2", wait=10)
-    assert failed.status == "failed" and failed.error is not None
-    assert failed.error.code == "ERR_DURABLE_PAYLOAD_INVALID"
+        app.run("typed", {"id": "1"})  # parks at `t`, whose outputType wants {n: integer}
+        with pytest.raises(TeloError) as refused:
+            app.send("typed:1", "typed", {"n": "not a number"}, key="bad")
+        still = app.status("typed:1")
+        app.send("typed:1", "typed", {"n": 7})
+        fine = app.result("typed:1", wait=10)
+        stored = [e.path for e in app.journal("typed:1") if e.path.startswith("@inbox")]
+    assert refused.value.code == "ERR_DURABLE_PAYLOAD_INVALID" and "steps/t" in refused.value.message
+    assert still.status == "parked"
     assert fine.ok and fine.step("t")["payload"] == {"n": 7}
+    assert len(stored) == 1 and not any(p.endswith("/bad") for p in stored)
 
 
 def test_a_message_sent_between_the_receives_look_and_its_park_is_not_lost(

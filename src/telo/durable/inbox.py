@@ -78,7 +78,9 @@ async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, c
         suspend_allowed(resource)
         # Says a send of this topic wakes the run, whatever token the run's one park record ends up holding
         # (parallel branches: telo.durable.parks); flushed by the park, which is a barrier.
-        await handle.decide(paths.child(here, messages.WAITING), messages.WAITING_DECISION, lambda: {"topic": topic})
+        # Its payload schema too: a send checks a message against it before storing one (messages.send).
+        await handle.decide(paths.child(here, messages.WAITING), messages.WAITING_DECISION,
+                            lambda: {"topic": topic} if schema is None else {"topic": topic, "schema": dict(schema)})
         try:
             await handle.park(ParkWhere(here, resource), ParkUntil(token=inbox_token(run, topic), at=deadline))
         except Suspension:

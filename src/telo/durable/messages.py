@@ -115,6 +115,7 @@ def send(store: Store, run: str, topic: Any, payload: Any, *, key: str | None = 
                         "and nothing would receive it", hint="send to a run that is still running or parked",
                         data={"run": run, "status": record.status})
     if existing is None:
+        check_against_waiting(run, state.entries, topic, payload)
         nonce = uuid4()  # which send stored it: racing sends of one key may carry equal payloads
         text, v = writer_for(store).stored({"payload": payload, "nonce": nonce})
         entry = Entry(logical, "decision", text, v, MESSAGE_DECISION, None)
@@ -145,15 +146,32 @@ def _wake(store: Store, run: str, topic: str) -> bool:
 
 def waiting_topics(run: str, entries: Mapping[str, Entry]) -> set[str]:
     """The topics receives of the run wait on: a ``@waiting`` with no ``@received`` beside it (logical entries)."""
-    out: set[str] = set()
+    return {topic for topic, _, _ in _waiting(run, entries)}
+
+
+def _waiting(run: str, entries: Mapping[str, Entry]) -> list[tuple[str, Mapping[str, Any] | None, str]]:
+    """``(topic, payload schema or None, receive step)`` of each receive of the run waiting for a message."""
+    out: list[tuple[str, Mapping[str, Any] | None, str]] = []
     for path, entry in entries.items():
         if entry.kind == "decision" and entry.decision == WAITING_DECISION:
             step = paths.parent(path)
             got = entry.decode(run)
             if step is not None and paths.child(step, RECEIVED) not in entries and isinstance(got, Mapping) \
                     and isinstance(got.get("topic"), str):
-                out.add(got["topic"])
+                schema = got.get("schema")
+                out.append((got["topic"], schema if isinstance(schema, Mapping) else None, step))
     return out
+
+
+def check_against_waiting(run: str, entries: Mapping[str, Entry], topic: str, payload: Any) -> None:
+    """Refuse (``ERR_DURABLE_PAYLOAD_INVALID``, nothing written) a message that a receive waiting on ``topic``
+    would refuse by its declared ``outputType``: taken, it would fail that step and the run — as ``telo deliver``
+    checks an Await's. A message sent while no receive waits is checked when one takes it."""
+    for waiting_topic, schema, step in _waiting(run, entries):
+        if waiting_topic == topic and schema is not None:
+            SchemaValidator(schema, Code.DURABLE_PAYLOAD_INVALID).validate(
+                payload, where=f"the message sent to run {run!r} on topic {topic!r} (the receive at {step} "
+                f"waits for it)")
 
 
 def _taken(run: str, entries: Mapping[str, Entry], topic: str, key: str) -> bool:

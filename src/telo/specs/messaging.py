@@ -28,8 +28,9 @@ RECEIVE = KindSpec(
                                                 "deadline is journaled); past it the step returns "
                                                 "`{topic, timedOut: true}`. An `inputs.timeout` of the call "
                                                 "overrides it. Absent: no deadline."),
-            "outputType": type_slot(description="The payload's schema: a message that fails it fails the step "
-                                                "(ERR_DURABLE_PAYLOAD_INVALID)."),
+            "outputType": type_slot(description="The payload's schema: a send while the receive waits is "
+                                                "refused if it fails it (ERR_DURABLE_PAYLOAD_INVALID, nothing "
+                                                "written); a message sent earlier that fails it fails the step."),
         },
         **{"x-telo-requires-zone": _REQUIRES_REPLAYED, "x-telo-violates-zone": {"noSuspend": _NO_SUSPEND_PARK}},
     ),
