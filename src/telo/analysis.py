@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from telo.cel import FUNCTIONS, CelCompileError, CelEnvironment
+from telo.errors import Code
 from telo.manifest import (
     Cel,
     CelScope,
@@ -51,7 +52,7 @@ from telo.manifest import (
     Template,
     load_manifest,
 )
-from telo.manifest.diagnostics import sort_key
+from telo.manifest.diagnostics import Severity, sort_key
 from telo.manifest.unimplemented import unimplemented_kinds
 from telo.specs import conforms
 from telo.specs.durations import duration_ms
@@ -177,6 +178,7 @@ class _Walker:
     manifest: Manifest
     found: dict[tuple[str, Pos | None], tuple[int, Diagnostic]] = field(default_factory=dict)
     seen: set[tuple[int, frozenset[str]]] = field(default_factory=set)
+    outside: bool = False  # walking from a boot target: no durable run around (_targets)
 
     def run(self) -> list[Diagnostic]:
         for decl in self.manifest.resources.values():
@@ -185,7 +187,23 @@ class _Walker:
                     start = _Path((), (_describe(decl),), decl.pos if self._owned(decl) else None)
                     self.seen = set()
                     self._body(decl, body.name, start.enter(decl, body.provides_zone))
+        self._targets()
         return sorted((d for _, d in self.found.values()), key=sort_key)
+
+    def _targets(self) -> None:
+        """Walk from each boot target, which runs outside every durable run: a kind that journals through the
+        run's handle (``x-telo-requires-zone: replayed``) reached there fails with ERR_DURABLE_NO_RUN when it
+        runs — a warning here first (the walk stops at a workflow: its body is a run)."""
+        self.seen, self.outside = set(), True
+        try:
+            for target in self.manifest.application.targets:
+                ref = target.ref if target.form == "ref" else (target.step or {}).get("invoke")
+                reached = self.manifest.resolve_in(ref, None) if isinstance(ref, Ref) else None
+                if isinstance(ref, Ref) and reached is not None:
+                    start = _Path((), (f"target {target.name!r}", _describe(reached)), ref.pos)
+                    self._resource(reached, start, ref)
+        finally:
+            self.outside = False
 
     # --- steps ----------------------------------------------------------------------------------------------
 
@@ -270,6 +288,16 @@ class _Walker:
                     hint="start a nested durable run without awaiting it instead; its run id is journalable",
                 )
         pins = REPLAYED in ((spec.requires_zone or {}).get("attributes") or ())
+        if pins and self.outside and at.innermost(REPLAYED) is None:
+            self._report(
+                Code.DURABLE_NO_RUN.value,
+                f"{_describe(decl)} journals through a durable run, but a boot target reaches it outside one; "
+                f"reached by: {' → '.join(at.trail)}",
+                at.anchor or via.pos, at,
+                hint="place it inside a durable workflow's steps (e.g. Local.Workflow), and make the workflow "
+                "the target",
+                severity="warning",  # (a step may catch the error on purpose: tests/manifests/durable/sleep_value)
+            )
         new_run = conforms(spec, DURABLE_RUN, self.manifest.canonical_kinds)
         for slot in spec.fields.values():
             if slot.steps or slot.eval == "compile" or slot.ref is not None or pins:
@@ -309,14 +337,15 @@ class _Walker:
             "and read it from steps.<name>.result",
         )
 
-    def _report(self, code: str, message: str, pos: Pos | None, at: _Path, *, hint: str) -> None:
+    def _report(self, code: str, message: str, pos: Pos | None, at: _Path, *, hint: str,
+                severity: Severity = "error") -> None:
         # One finding per code and position: the same cause reached by several walks (a transaction inside a
         # workflow is walked from both) keeps the shortest account of how it is reached.
         key = (code, pos)
         depth = len(at.trail)
         previous = self.found.get(key)
         if previous is None or depth < previous[0]:
-            self.found[key] = (depth, Diagnostic(code, message, pos, "error", hint))
+            self.found[key] = (depth, Diagnostic(code, message, pos, severity, hint))
 
     def _where(self, decl: ResourceDecl, pos: Pos, at: _Path) -> Pos | None:
         """``pos`` when the entry owns ``decl``, else the last place in the entry that led there."""

@@ -370,3 +370,38 @@ def test_a_manifest_that_does_not_load_reports_its_load_errors_only(tmp_path: Pa
         """)
     codes = {d.code for d in check(path)}
     assert "ERR_MANIFEST_UNKNOWN_RESOURCE" in codes and not codes & set(ZONE_CODES)
+
+
+# --- ERR_DURABLE_NO_RUN (a warning) --------------------------------------------------------------------------
+
+
+def test_a_kind_that_needs_a_run_reached_from_a_target_outside_one_is_a_warning(tmp_path: Path) -> None:
+    """`telo check` passed a Durable.StreamWrite (or Receive, Sleep…) that a boot target reaches outside every
+    durable run, which fails at run time (from a user's walk-through); the same kinds in a workflow target's
+    body are fine."""
+    path, text = write(tmp_path, """\
+        ---
+        kind: Durable.StreamWrite
+        metadata: { name: emit }
+        stream: rows
+        value: 1
+        ---
+        kind: Run.Sequence
+        metadata: { name: bare }
+        steps:
+          - { name: e, invoke: !ref emit }
+        ---
+        kind: Local.Workflow
+        metadata: { name: wf }
+        journal: !ref runs
+        runId: !cel "'w:' + string(inputs.n)"
+        steps:
+          - { name: e, invoke: !ref emit }
+        """)
+    text = text.replace("targets: []", "targets: [!ref bare, { invoke: !ref wf, inputs: { n: 1 } }]")
+    path.write_text(text)
+    everything = check(path)
+    found = [d for d in everything if d.code == "ERR_DURABLE_NO_RUN"]
+    assert not [d for d in everything if d.severity == "error"], everything
+    assert [(d.severity, where(d)) for d in found] == [("warning", at(text, "!ref emit }"))], found
+    assert "target 'bare'" in found[0].message and "step 'e'" in found[0].message
