@@ -256,6 +256,13 @@ def _message(error: ValidationError) -> str:
                 f"1d{' (or a number of milliseconds)' if numeric else ''}")
     if kind == "pattern":
         return f"{_short(instance)} does not match {value}"
+    if kind in ("maxProperties", "minProperties") and isinstance(instance, dict):
+        bound = "at most" if kind == "maxProperties" else "at least"
+        return (f"{bound} {value} field{'' if value == 1 else 's'} may be given here, found {len(instance)}"
+                + (f" ({', '.join(repr(str(k)) for k in instance)})" if instance else ""))
+    shown = repr(instance)  # jsonschema's own messages start with the instance's repr: say it in YAML terms
+    if error.message.startswith(shown):
+        return _describe(instance) + error.message[len(shown):]
     return error.message
 
 

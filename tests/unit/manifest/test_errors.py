@@ -234,3 +234,26 @@ def test_cel_is_accepted_wherever_a_value_is_expected(load: Callable[..., object
 def test_a_cel_expression_is_not_a_reference(fail: Fail) -> None:
     [d] = fail(HEADER + "---\nkind: Local.Resumer\nmetadata: {name: r}\nworkflow: !cel \"'x'\"\n")
     assert "not a CEL expression" in d.message
+
+
+def test_size_limits_speak_yaml_not_python_reprs(fail: Fail) -> None:
+    """Two sources on a Durable.Consume printed the mapping's Python repr, a `Ref(name=…, pos=Pos(…))` included
+    (from a user's walk-through)."""
+    [d] = fail("""\
+kind: Telo.Application
+metadata: { name: Sizes }
+imports: { Durable: durable, Local: durable-local, Journal: durable-journal-sqlite }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./runs.db
+---
+kind: Durable.Consume
+metadata: { name: c }
+source:
+  file: { path: ./x.ndjson }
+  stream: { journal: !ref runs, run: abc, name: rows }
+steps: []
+""")
+    assert d.message.endswith("at /source: at most 1 field may be given here, found 2 ('file', 'stream')"), d.message
+    assert "Ref(" not in d.message and "{" not in d.message
