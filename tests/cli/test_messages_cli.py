@@ -86,6 +86,8 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     sent = [json.loads(p.stdout) for p in (first, again, second)]
     assert [s["duplicate"] for s in sent] == [False, True, False] and sent[0]["woke"] is True
     assert sent[0]["seq"] == sent[1]["seq"] < sent[2]["seq"]
+    woken = telo(tmp_path, "status", "inbox:1", *journal).stdout  # said `running` and nothing of who runs it
+    assert "status: running" in woken and "no process holds it: a `telo worker`" in woken, woken
     worked = telo(tmp_path, "worker", "app.yaml", "--until-idle")
     assert worked.returncode == 0, worked.stderr
     got = telo(tmp_path, "events", "get", "inbox:1", "progress", "--json", *journal)

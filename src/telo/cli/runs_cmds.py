@@ -79,6 +79,8 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
         out["parked"] = {**out["parked"], "at": time_text(out["parked"]["at"])}
     if "claim" in out:
         out["claim"] = {**out["claim"], "until": time_text(out["claim"]["until"])}
+    elif out.get("status") == "running":  # (made due by a send, a delivery, a resume: nothing runs it yet)
+        out["next"] = "no process holds it: a `telo worker` of its manifest continues it, or `telo run` again"
     if "queue" in out:
         out["queue"] = queue_text(out["queue"])
     if "unconfirmedEffects" in out:
