@@ -102,6 +102,8 @@ def test_send_then_worker_then_events(tmp_path: Path) -> None:
     listed_streams = telo(tmp_path, "stream", "list", "inbox:1", "--json", *journal)
     assert json.loads(listed_streams.stdout) == {"run": "inbox:1", "settled": True,
                                                  "streams": [{"stream": "out", "values": 1, "closed": False}]}
+    past = telo(tmp_path, "stream", "read", "inbox:1", "out", "--from", "100", *journal)  # was silent
+    assert past.returncode == 0 and "--from 100 is past its end (its values are at offsets 0..0)" in past.stderr
     typo = telo(tmp_path, "stream", "read", "inbox:1", "outt", *journal)  # not an empty stream: none at all
     assert typo.returncode != 0 and "wrote no stream 'outt'" in typo.stderr
     assert "`telo stream list --journal runs.db inbox:1`" in typo.stderr, typo.stderr

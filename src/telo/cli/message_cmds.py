@@ -151,6 +151,15 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
                                 f"{name!r}", hint=f"list its streams: `telo stream list {shlex.quote(run)}`",
                                 data={"run": run, "stream": name})
 
+        def past_the_end(page: actions.StreamPage) -> str:
+            """Said when --from points past the values of a stream that will not grow (a silent empty read
+            looked like an empty stream)."""
+            if page.values or not (page.closed or page.settled) or offset == 0:
+                return ""
+            held = next((s.values for s in actions.list_streams(store, run)[0] if s.stream == name), 0)
+            return f"; --from {offset} is past its end (its values are at offsets 0..{held - 1})" if offset > held \
+                else ""
+
         if not follow:
             page = actions.read_stream(store, run, name, offset)
             if not page.values and not page.closed and page.settled:
@@ -159,7 +168,7 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
                 show(at, value)
             if not as_json:
                 click.echo(f"-- next {page.next}" + (" (closed)" if page.closed else "")
-                           + (" (run settled)" if page.settled else ""), err=True)
+                           + (" (run settled)" if page.settled else "") + past_the_end(page), err=True)
             return
         wait_s = _seconds(wait)
 

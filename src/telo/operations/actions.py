@@ -26,9 +26,30 @@ from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.operations.runs import resolve_checkpoint
 
-__all__ = ["Cancelled", "Delivered", "Event", "Forked", "Restored", "Resumed", "Sent", "cancel", "deliver", "events",
-           "follow_stream", "fork", "fork_id", "list_streams", "payload_from_json", "read_stream", "resolve",
-           "restore", "resume", "send", "wait_for_event"]
+__all__ = [
+    "Cancelled",
+    "Delivered",
+    "Event",
+    "Forked",
+    "Restored",
+    "Resumed",
+    "Sent",
+    "StreamPage",
+    "cancel",
+    "deliver",
+    "events",
+    "follow_stream",
+    "fork",
+    "fork_id",
+    "list_streams",
+    "payload_from_json",
+    "read_stream",
+    "resolve",
+    "restore",
+    "resume",
+    "send",
+    "wait_for_event",
+]
 
 FORK_MARK = ":fork:"  # docs/cli.md: a fork's default id is <run>:fork:<8 hex>
 
