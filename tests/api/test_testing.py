@@ -113,6 +113,37 @@ def test_assert_replayed_after_a_restart(telo_app: Callable[..., telo.App]) -> N
         assert_replayed(second, "order:4", "nosuchstep")
 
 
+def test_deliver_waits_for_the_tracker_to_see_the_execution_end(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """When another executor of the app (its resumer) takes the delivered run, the status rests before that
+    execution's end event reaches the tracker: assert_replayed right after deliver failed 'was not executed by
+    this app' in a CI run under load. Here the delivery's own continue is refused and another thread executes
+    the run a moment later."""
+    import threading
+    import time
+
+    (tmp_path / "app.yaml").write_text(MANIFEST)
+    with telo.load(tmp_path / "app.yaml", journal=str(tmp_path / "j.db"), clock=FakeClock()) as app:
+        track(app)
+        app.run("order", {"id": "6"})
+
+        original, refused = type(app.aio)._continue, []
+
+        async def taken_elsewhere(self: Any, run: str, *, background: bool) -> bool:
+            if not refused:  # the delivery's own continue
+                refused.append(run)
+                return False
+            return await original(self, run, background=background)
+
+        monkeypatch.setattr(type(app.aio), "_continue", taken_elsewhere)
+        other = threading.Thread(target=lambda: (time.sleep(0.1), app.run_due()))
+        other.start()
+        rested = deliver(app, "approve:6", {"by": "ada"})
+        assert_replayed(app, "order:6", "reserve", "approve")
+        assert rested.status == "parked" and rested.due_at is not None  # at its sleep, not the run before it ran
+        other.join(10)
+
+
 def test_assert_replayed_fails_for_a_run_that_re_ran(telo_app: Callable[..., telo.App]) -> None:
     app = telo_app(MANIFEST)
     app.run("order", {"id": "5"})
