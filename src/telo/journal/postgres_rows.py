@@ -37,6 +37,15 @@ def db_errors(action: str) -> Iterator[None]:
     try:
         yield
     except psycopg.OperationalError as exc:  # includes the pool's PoolTimeout and PoolClosed
+        if (exc.sqlstate or "").startswith("40"):  # transaction rollback: a deadlock, a serialization failure
+            raise JournalError(
+                Code.JOURNAL_UNAVAILABLE,  # (transient: run again, it may well pass)
+                f"the PostgreSQL journal could not {action}: PostgreSQL rolled the transaction back "
+                f"({redact(str(exc)).strip()})",
+                hint="nothing of that transaction was written: run it again (two transactions sending messages to "
+                "the same runs in opposite orders can deadlock; PostgreSQL then aborts one of them)",
+                data={"sqlstate": exc.sqlstate},
+            ) from exc
         raise JournalError(
             Code.JOURNAL_UNAVAILABLE,
             f"the PostgreSQL journal could not {action}: {redact(str(exc))}",
