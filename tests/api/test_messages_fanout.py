@@ -5,7 +5,10 @@ branch's receive deadline was lost. Sends now wake the run by the receives' ``@w
 one execution merge (telo.durable.parks: the earliest due time)."""
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
+from typing import Any
 
 import telo
 from telo.clock import FakeClock
@@ -98,3 +101,84 @@ def test_a_branch_receives_deadline_survives_a_sibling_park(tmp_path: Path) -> N
     assert first.due_at is not None and first.due_at <= clock.now_ms() + 3_600_000, (
         f"parked on {first.parked.token if first.parked else None!r}, due in "
         f"{(first.due_at - clock.now_ms()) / 3_600_000 if first.due_at else None} h")
+
+
+@telo.kind("FanTest.Slow")
+async def slow(inputs: dict[str, Any]) -> dict[str, Any]:
+    await asyncio.sleep(0.6)
+    return {}
+
+
+MANIFEST_SLOW = MANIFEST.replace(
+    "imports: { Local: durable-local,", "imports: { T: FanTest, Local: durable-local,").replace(
+    '  - { name: r, invoke: !ref anyTopic, inputs: { topic: !cel "item" } }\n', """\
+  - name: pick
+    if: !cel "item == 'x'"
+    then:
+      - { name: r, invoke: !ref anyTopic, inputs: { topic: x } }
+    else:
+      - { name: s, invoke: !ref slowly }
+      - { name: r, invoke: !ref anyTopic, inputs: { topic: y } }
+---
+kind: T.Slow
+metadata: { name: slowly }
+""")
+
+
+def test_a_wake_is_not_undone_by_a_sibling_branch_parking_after_it(tmp_path: Path) -> None:
+    """Branch x parks; a send to x wakes the run (woke: true) while branch y still runs; y then parked and wrote
+    `parked` back over the wake: x's message sat untaken with nothing to wake the run (a review's finding). The
+    execution, once unwound, looks for a waiting receive's message and unparks the run."""
+    (tmp_path / "app.yaml").write_text(MANIFEST_SLOW)
+    with telo.load(tmp_path / "app.yaml") as app:
+        app.start("fan", {"id": "4"})
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and app.status("fan:4").status != "parked":  # x parked, y sleeps
+            time.sleep(0.01)
+        sent = app.send("fan:4", "x", "hello", key="k", continue_run=False)
+        time.sleep(1.0)  # y parks on its receive, the execution unwinds
+        after = app.status("fan:4")
+        took = [e.path for e in app.journal("fan:4") if e.path.endswith("/@received")]
+    assert sent.woke
+    assert after.status == "running" or took, (after, took)  # due again (for a worker), or already received
+
+
+HELD_V1 = """\
+kind: Telo.Application
+metadata: { name: Held }
+imports: { Local: durable-local, Journal: durable-journal-sqlite, Durable: durable }
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./runs.db
+---
+kind: Durable.Receive
+metadata: { name: cmd }
+---
+kind: Local.Workflow
+metadata: { name: w }
+journal: !ref runs
+runId: !cel "'w:' + inputs.id"
+steps:
+  - { name: r, invoke: !ref cmd, inputs: { topic: x } }
+"""
+
+
+def test_a_run_held_for_a_manifest_change_is_not_woken_by_each_send(tmp_path: Path) -> None:
+    """Waking by `@waiting` woke a run an operator must release (held at @held[n] after its manifest changed):
+    every send re-executed it and recorded another hold (a review's finding)."""
+    (tmp_path / "v1.yaml").write_text(HELD_V1)
+    (tmp_path / "v2.yaml").write_text(HELD_V1 + "  - { name: r2, invoke: !ref cmd, inputs: { topic: y } }\n")
+    with telo.load(tmp_path / "v1.yaml") as app:
+        assert app.run("w", {"id": "1"}).status == "parked"
+    with telo.load(tmp_path / "v2.yaml") as app:
+        app.send("w:1", "x", 0, key="first")  # wakes it: the manifest changed under it, so it is held
+        app.serve(until_idle=True)
+        held = app.status("w:1")
+        woke = []
+        for i in range(3):
+            woke.append(app.send("w:1", "x", i, key=f"k{i}").woke)
+            app.serve(until_idle=True)
+        holds = [e.path for e in app.journal("w:1") if e.path.startswith("@held")]
+    assert held.parked is not None and "MANIFEST_CHANGED" in (held.parked.reason or ""), held
+    assert woke == [False, False, False] and len(holds) == 1, (woke, holds)

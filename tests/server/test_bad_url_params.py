@@ -39,7 +39,8 @@ def test_bad_stream_parameters_are_refused_cleanly(client: TestClient, app: telo
     assert "ERR_INVALID_VALUE" in r.text and ("UTF-8" in r.text or "non-negative integer" in r.text), r.text[:300]
 
 
-@pytest.mark.parametrize("url", ["/runs/%ff", "/api/runs/%ff", "/queues/%ff", "/api/queues/%ff",
+@pytest.mark.parametrize("url", ["/runs/%ff", "/api/runs/%ff", "/queues/%ff", "/api/queues/%ff", "/schedules/%ff",
+                                 "/api/schedules/%ff",
                                  "/runs?since=%C2%B2", "/api/runs?since=%C2%B2"])
 def test_bad_names_and_times_elsewhere_are_refused_cleanly(client: TestClient, url: str) -> None:
     r = client.get(url)

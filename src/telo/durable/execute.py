@@ -35,6 +35,7 @@ from telo.durable.digest import (
 from telo.durable.effects import EffectPolicy
 from telo.durable.halting import RunCancelled, halts
 from telo.durable.handle import LocalRunHandle
+from telo.durable.inbox import wake_after_sibling_parks
 from telo.durable.observers import ExecutionWatch, execution_observers
 from telo.durable.renewals import Renewal, renew_while_executing
 from telo.engine.context import derive, entered, root
@@ -230,8 +231,11 @@ async def _run_body(settings: ExecutionSettings, handle: LocalRunHandle) -> Exec
             await run_steps(body.steps, scope, settings.services, paths.ROOT)
     except Suspension:
         # The park record kept the claim while other branches ran on (see LocalRunHandle.park); the body has
-        # now unwound, so the run is free for whoever wakes it.
+        # now unwound, so the run is free for whoever wakes it — at once, when a sibling's park overwrote the
+        # wake of a message (telo.durable.inbox.wake_after_sibling_parks).
         try:
+            if handle.parks > 1 and await wake_after_sibling_parks(store, run, handle.entries):
+                log.info("durable.park.rewoken", extra={"durable.run": run})
             await store.release(run, settings.fence)
         except TeloError as exc:  # the claim lapses after its lease instead; the park itself is durable
             if not halts(exc):

@@ -70,6 +70,7 @@ class LocalRunHandle:
         self.executed_steps = 0
         self.latched: Suspension | None = None
         self.parked: Parked | None = None  # the park this execution recorded (telo.durable.parks)
+        self.parks = 0  # how many branches parked in this execution
         self.regions = RegionReports(self.run_id)
         # The claim this execution holds: every write goes through it (telo.journal.claims "Fencing"), and its
         # renewal (telo.durable.renewals) is checked before each effect.
@@ -353,7 +354,7 @@ class LocalRunHandle:
         # Queued behind the pending appends and refused if one failed: no wait for them first.
         parked = parks.merged(self.parked, Parked(self._storage(where.path), where.resource, until.token, until.at,
                                                   where.reason))
-        self.parked = parked  # (a sibling branch parking next merges with it)
+        self.parked, self.parks = parked, self.parks + 1  # (a sibling branch parking next merges with it)
         # A fenced park keeps the claim: this body may still be running sibling branches of a fan-out (spec
         # §7.8), so the run stays claimed until the whole body has unwound (the execution then releases it),
         # and no worker woken by a delivery executes those branches a second time meanwhile.

@@ -96,6 +96,23 @@ async def receive(resource: str, topic: Any, *, timeout_ms: int | None = None, c
     return got
 
 
+async def wake_after_sibling_parks(store: Any, run: str, entries: Mapping[str, Any]) -> bool:
+    """After an execution whose branches parked more than once (telo.durable.parks), once its body has unwound:
+    unpark the run if a receive of it waits for a message that is there. A send — or a receive's own look after
+    its park — may have unparked the run while a sibling branch still ran; that sibling's park then wrote
+    ``parked`` back over it, and the message would wait for some other wake-up (a review's finding). A send from
+    now on sees the final park and the ``@waiting`` records, so it wakes the run itself. ``entries``: the
+    execution's logical entries (its receives, deferred ones included)."""
+    topics = messages.waiting_topics(run, entries)
+    if not topics:
+        return False
+    now = eventlog.fold(run, await store.read_entries_in_order(run))[0]  # (in order: a send still committing)
+    now.update(entries)
+    if any(next_message(run, now, topic) is not None for topic in sorted(topics)):
+        return bool(await store.unpark(run))
+    return False
+
+
 async def publish(resource: str, name: Any, value: Any) -> dict[str, Any]:
     """``Durable.Publish``: record ``{name, value}`` once at ``<step>/@event`` (a replay does not publish again)."""
     handle = require_handle(resource, "Durable.Publish")

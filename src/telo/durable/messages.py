@@ -139,7 +139,10 @@ def _wake(store: Store, run: str, topic: str) -> bool:
     record = store.read_run(run)
     if record is None or record.status != "parked" or record.parked is None:
         return False
-    if record.parked.token != inbox_token(run, topic) and topic not in waiting_topics(run, logical_entries(store, run)):
+    park = record.parked
+    if park.token is None and park.at is None and park.reason is not None:
+        return False  # an operator's to end (a manifest hold, an unconfirmed effect): a wake would park it again
+    if park.token != inbox_token(run, topic) and topic not in waiting_topics(run, logical_entries(store, run)):
         return False  # (the token: a run parked before receives recorded @waiting)
     return store.unpark(run)
 

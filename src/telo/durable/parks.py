@@ -12,7 +12,12 @@ before, so the record keeps what wakes the run for any of its branches:
   send wakes the run by the receive's ``@waiting`` record (telo.durable.messages).
 
 Two Awaits of one execution on different tokens still leave one token on the record, as upstream does: a delivery
-to the other is refused until the run re-executes and parks on it (docs/guarantees.md).
+to the other is refused until the run re-executes and parks on it (docs/guarantees.md). For the same reason a
+branch parked at an unconfirmed effect beside an Await shows as the Await's park until that delivery comes; the
+run then parks at the effect again, for ``telo resolve``.
+
+A send (or a receive's own look) may unpark the run while a sibling branch still runs; that sibling's park writes
+``parked`` back. The execution, once unwound, looks again (telo.durable.inbox.wake_after_sibling_parks).
 """
 
 from __future__ import annotations

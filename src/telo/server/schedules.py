@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, Final
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -48,7 +48,7 @@ def schedule_url(name: str, suffix: str = "", *, api: bool = False) -> str:
 
 
 def schedule_param(request: Request) -> str:
-    return unquote(str(request.path_params["schedule"]), errors="strict")
+    return operate.segment(request, "schedule")
 
 
 def manifest_schedules(manifest: str, store: Store | None = None, *,

@@ -206,8 +206,7 @@ CONSUME = KindSpec(
                            description="The steps run once per batch, with `batch.items`, `batch.index`, "
                                        "`batch.from` and `batch.to` in scope."),
         },
-        ("source", "steps"),
-        **{"x-telo-requires-zone": _REQUIRES_REPLAYED},
+        ("source", "steps"),  # (no zone required: outside a durable run it consumes, durably only inside one)
     ),
     "invocable",
     output_schema={"type": "object", "properties": {"batches": {"type": "integer"}, "items": {"type": "integer"},
