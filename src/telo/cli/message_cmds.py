@@ -143,32 +143,29 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
 
     with open_store(journal, manifest) as store:
 
-        def written() -> None:
-            """A settled run that never wrote the stream: exit 1, "not there" (never an empty stream)."""
+        def written() -> int | None:
+            """How many values the stream holds (None: none written yet); a settled run that never wrote it is
+            exit 1, "not there" (never an empty stream). One read of the run's streams."""
             streams, settled = actions.list_streams(store, run)
-            if settled and name not in {s.stream for s in streams}:
+            held = next((s.values for s in streams if s.stream == name), None)
+            if held is None and settled:
                 raise TeloError(Code.DURABLE_STREAM_NOT_FOUND, f"run {run!r} has settled and wrote no stream "
                                 f"{name!r}", hint=f"list its streams: `telo stream list {shlex.quote(run)}`",
                                 data={"run": run, "stream": name})
-
-        def past_the_end(page: actions.StreamPage) -> str:
-            """Said when --from points past the values of a stream that will not grow (a silent empty read
-            looked like an empty stream)."""
-            if page.values or not (page.closed or page.settled) or offset == 0:
-                return ""
-            held = next((s.values for s in actions.list_streams(store, run)[0] if s.stream == name), 0)
-            return f"; --from {offset} is past its end (its values are at offsets 0..{held - 1})" if offset > held \
-                else ""
+            return held
 
         if not follow:
             page = actions.read_stream(store, run, name, offset)
-            if not page.values and not page.closed and page.settled:
-                written()
+            # Nothing read of a stream that will not grow: is there one, and is --from past its end? (A silent
+            # empty read looked like an empty stream.)
+            held = written() if not page.values and (page.closed or page.settled) else None
+            past = f"; --from {offset} is past its end (its values are at offsets 0..{held - 1})" \
+                if held is not None and offset > held else ""
             for at, value in page.values:
                 show(at, value)
             if not as_json:
                 click.echo(f"-- next {page.next}" + (" (closed)" if page.closed else "")
-                           + (" (run settled)" if page.settled else "") + past_the_end(page), err=True)
+                           + (" (run settled)" if page.settled else "") + past, err=True)
             return
         wait_s = _seconds(wait)
 

@@ -103,14 +103,11 @@ async def wake_after_sibling_parks(store: Any, run: str, entries: Mapping[str, A
     ``parked`` back over it, and the message would wait for some other wake-up (a review's finding). A send from
     now on sees the final park and the ``@waiting`` records, so it wakes the run itself. ``entries``: the
     execution's logical entries (its receives, deferred ones included)."""
-    topics = messages.waiting_topics(run, entries)
-    if not topics:
+    if not messages.waiting_topics(run, entries):
         return False
     now = eventlog.fold(run, await store.read_entries_in_order(run))[0]  # (in order: a send still committing)
     now.update(entries)
-    if any(next_message(run, now, topic) is not None for topic in sorted(topics)):
-        return bool(await store.unpark(run))
-    return False
+    return messages.message_waiting(run, now) and bool(await store.unpark(run))
 
 
 async def publish(resource: str, name: Any, value: Any) -> dict[str, Any]:

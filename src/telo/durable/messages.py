@@ -152,6 +152,13 @@ def waiting_topics(run: str, entries: Mapping[str, Entry]) -> set[str]:
     return {topic for topic, _, _ in _waiting(run, entries)}
 
 
+def message_waiting(run: str, entries: Mapping[str, Entry], topic: str | None = None) -> bool:
+    """Does a receive of the run waiting for a message (``@waiting``, and ``topic`` besides: a park's token from
+    before receives recorded it) have an untaken one? ``entries``: the run's logical entries."""
+    topics = waiting_topics(run, entries) | ({topic} if topic is not None else set())
+    return any(next_message(run, entries, t) is not None for t in sorted(topics))
+
+
 def _waiting(run: str, entries: Mapping[str, Entry]) -> list[tuple[str, Mapping[str, Any] | None, str]]:
     """``(topic, payload schema or None, receive step)`` of each receive of the run waiting for a message."""
     out: list[tuple[str, Mapping[str, Any] | None, str]] = []

@@ -26,30 +26,9 @@ from telo.journal.model import NO_VALUE, RunRecord
 from telo.journal.store import Store
 from telo.operations.runs import resolve_checkpoint
 
-__all__ = [
-    "Cancelled",
-    "Delivered",
-    "Event",
-    "Forked",
-    "Restored",
-    "Resumed",
-    "Sent",
-    "StreamPage",
-    "cancel",
-    "deliver",
-    "events",
-    "follow_stream",
-    "fork",
-    "fork_id",
-    "list_streams",
-    "payload_from_json",
-    "read_stream",
-    "resolve",
-    "restore",
-    "resume",
-    "send",
-    "wait_for_event",
-]
+__all__ = ["Cancelled", "Delivered", "Event", "Forked", "Restored", "Resumed", "Sent", "cancel", "deliver", "events",
+           "follow_stream", "fork", "fork_id", "list_streams", "payload_from_json", "read_stream", "resolve",
+           "restore", "resume", "send", "wait_for_event"]
 
 FORK_MARK = ":fork:"  # docs/cli.md: a fork's default id is <run>:fork:<8 hex>
 
@@ -170,13 +149,10 @@ def _message_waiting(store: Store, record: RunRecord) -> bool:
     parallel branches each record ``@waiting`` (telo.durable.messages); the park's token names one of them."""
     if record.status != "parked":
         return False
-    entries = messages.logical_entries(store, record.run)
-    topics = messages.waiting_topics(record.run, entries)
     token = record.parked.token if record.parked is not None else None
     inbox = f"{messages.INBOX_TOKEN_PREFIX}{record.run}:"
-    if isinstance(token, str) and token.startswith(inbox):
-        topics.add(token[len(inbox):])
-    return any(messages.next_message(record.run, entries, topic) is not None for topic in sorted(topics))
+    topic = token[len(inbox):] if isinstance(token, str) and token.startswith(inbox) else None
+    return messages.message_waiting(record.run, messages.logical_entries(store, record.run), topic)
 
 
 def resolve(store: Store, run: str, path: str, action: str, value: Any = NO_VALUE,
