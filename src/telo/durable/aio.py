@@ -58,12 +58,12 @@ class AsyncStore:
         cannot defer them (it has no ordered group commit): then every append is awaited."""
         return WriteChain(run, fence) if self._group is not None else None
 
-    def commit_queued(self) -> None:
+    def commit_queued(self) -> bool:
         """Commit the queued writes right here, on the loop's thread, if the store's writer is idle — for an
         execution about to wait for them while no other runs in this process (the loop has nothing else to
-        do; a thread hand-off, and under the GIL the writer's wait to run at all, would only add latency)."""
-        if self._group is not None:
-            self._group.commit_queued()
+        do; a thread hand-off, and under the GIL the writer's wait to run at all, would only add latency).
+        True if it committed them (their futures settle in the loop's next iteration)."""
+        return self._group is not None and self._group.commit_queued()
 
     def append_deferred(self, run: str, entry: Entry, chain: WriteChain) -> asyncio.Future[Entry]:
         """Queue an append of ``chain`` for the group commit without waiting for it (call on the loop thread);
