@@ -111,6 +111,7 @@ class SqliteStore(SqliteAdmitGranted, SqliteQueueReads, SqliteQueueOverrides, St
             groups=((AdmitOp, admit_group), (AppendOp, append_group), (CompleteOp, complete_group),
                     (AdmitGrantOp, admit_grant_group)),
             after_begin=self._seqs.sync, before_other=self._seqs.clear, after_failure=self._seqs.clear,
+            path=self.path,
         )
         self._targets = TargetTexts()
         # status_async: per event loop, the runs whose status was asked for in this loop iteration

@@ -40,10 +40,12 @@ def sqlite_writer(
     after_begin: Callable[[sqlite3.Connection], None] | None = None,
     before_other: Callable[[], None] | None = None,
     after_failure: Callable[[], None] | None = None,
+    path: str | None = None,
 ) -> GroupCommitWriter:
-    """The group-commit writer of a SQLite store, owning ``conn`` (see :class:`SqliteBatches` for the hooks)."""
+    """The group-commit writer of a SQLite store, owning ``conn`` (see :class:`SqliteBatches` for the hooks);
+    ``path``, the journal's file, is named in its errors."""
     executor = SqliteBatches(conn, groups=groups, after_begin=after_begin, before_other=before_other,
-                             after_failure=after_failure)
+                             after_failure=after_failure, path=path)
     return GroupCommitWriter(executor, name, inline_when_idle=inline_when_idle)
 
 
@@ -60,8 +62,10 @@ class SqliteBatches:
         after_begin: Callable[[sqlite3.Connection], None] | None = None,
         before_other: Callable[[], None] | None = None,
         after_failure: Callable[[], None] | None = None,
+        path: str | None = None,
     ) -> None:
         self._conn = conn
+        self._path = path
         # Operations whose function is of one of these types (each with a ``run`` attribute) run together
         # through its runner; see batch_plan.plan.
         self._groups: dict[type, GroupRunner] = dict(groups)
@@ -142,6 +146,8 @@ class SqliteBatches:
                 return True, op.fn(conn)
             with savepoint(conn, "op"):
                 return True, op.fn(conn)
+        except sqlite3.Error as exc:  # SQLite refused the statement itself (a read-only file, a full disk, ...)
+            return False, self._refused(exc)
         except Exception as exc:
             return False, exc
 
@@ -163,6 +169,17 @@ class SqliteBatches:
             return results
         return results
 
+    def _refused(self, exc: sqlite3.Error) -> JournalError:
+        """The error of one operation whose statement SQLite refused, as the catalogue's code (never the driver's
+        own exception: a caller would print a traceback for it)."""
+        err = JournalError(Code.JOURNAL_WRITE_FAILED, f"the SQLite journal{self._where()} refused a write: {exc}",
+                           hint=_hint(exc, _STATEMENT_HINT), data={"path": self._path} if self._path else None)
+        err.__cause__ = exc
+        return err
+
+    def _where(self) -> str:
+        return f" {self._path!r}" if self._path else ""
+
     def _fail_batch(self, ops: list[PendingOp[Any]], exc: BaseException, stats: WriterStats) -> None:
         if self._after_failure is not None:
             self._after_failure()
@@ -172,16 +189,30 @@ class SqliteBatches:
             # one error object per caller: each thread raising it gets its own traceback
             err = JournalError(
                 Code.JOURNAL_WRITE_FAILED,
-                f"the SQLite journal could not commit a batch of {len(ops)} write(s): {exc}",
-                hint="check the disk (space, permissions) and whether another process holds the journal "
-                "locked for longer than the busy timeout",
+                f"the SQLite journal{self._where()} could not commit a batch of {len(ops)} write(s): {exc}",
+                hint=_hint(exc, _BATCH_HINT), data={"path": self._path} if self._path else None,
             )
             err.__cause__ = exc
             op.resolve(False, err)
 
 
+_BATCH_HINT = ("check the disk (space, permissions) and whether another process holds the journal locked for "
+               "longer than the busy timeout")
+_STATEMENT_HINT = "check the disk (space, permissions) and the journal file"
+_READ_ONLY_HINT = ("the journal's file, or the directory holding it (SQLite writes its -wal and -shm files there), is "
+                   "read-only for this process: give it write permission, or only read the journal (telo status, "
+                   "telo runs)")
+
+
+def _hint(exc: BaseException, otherwise: str) -> str:
+    code = getattr(exc, "sqlite_errorcode", None)  # (the extended code: its low byte is the primary one)
+    return _READ_ONLY_HINT if code is not None and code & 0xFF == sqlite3.SQLITE_READONLY else otherwise
+
+
 def _lost(outcomes: list[tuple[bool, Any]]) -> BaseException:
     for ok, value in reversed(outcomes):
         if not ok:
-            return value  # type: ignore[no-any-return]
+            cause = value.__cause__
+            # (SQLite's own error, not the one _refused made of it: the batch's error wraps it once)
+            return cause if isinstance(value, JournalError) and isinstance(cause, sqlite3.Error) else value  # type: ignore[no-any-return]
     return sqlite3.OperationalError("the transaction was rolled back")
