@@ -212,7 +212,8 @@ def _hint(exc: BaseException, otherwise: str) -> str:
 def _lost(outcomes: list[tuple[bool, Any]]) -> BaseException:
     for ok, value in reversed(outcomes):
         if not ok:
-            cause = value.__cause__
+            error: BaseException = value
+            cause = error.__cause__
             # (SQLite's own error, not the one _refused made of it: the batch's error wraps it once)
-            return cause if isinstance(value, JournalError) and isinstance(cause, sqlite3.Error) else value  # type: ignore[no-any-return]
+            return cause if isinstance(error, JournalError) and isinstance(cause, sqlite3.Error) else error
     return sqlite3.OperationalError("the transaction was rolled back")
