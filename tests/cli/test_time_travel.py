@@ -135,4 +135,4 @@ def test_schedule_usage_and_refusals(sqlite_env: Env) -> None:
     assert unknown.returncode == 1 and "error: ERR_WORKFLOW_NOT_FOUND" in unknown.stderr
     assert "hint: its workflows: flow" in unknown.stderr
     bad = env.telo("schedule", "m.yaml", "flow", "--after", "soon", "--input", "id=x")
-    assert bad.returncode == 3 and "error: ERR_INVALID_VALUE" in bad.stderr
+    assert bad.returncode == 2 and "error: ERR_INVALID_VALUE" in bad.stderr  # a malformed option: usage (docs/cli.md)

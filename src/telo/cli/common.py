@@ -75,6 +75,33 @@ _HINTED_COMMAND = re.compile(r"`telo (?P<verb>(?:runs|events|stream) [a-z]+|[a-z
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON (values in the plain encoding).")
 
 
+class OptionInvalid(TeloError):
+    """A command-line option's value the command cannot use (a malformed duration, say): reported like any error,
+    with its code and hint, but it exits 2, as a malformed option does (docs/cli.md)."""
+
+
+def option_invalid(exc: TeloError) -> OptionInvalid:
+    return OptionInvalid(exc.code, exc.message, hint=exc.hint, data=exc.data)
+
+
+def duration_option_s(value: str | None, name: str, *, positive: bool = False) -> float | None:
+    """A duration option (``90s``, ``15m``, ``2h``, ``1d``) in seconds, None when not given; one that is malformed,
+    negative — or zero, when ``positive`` — is :class:`OptionInvalid`."""
+    from telo.kinds.addressing import duration_ms
+
+    if value is None or value == "":
+        return None
+    try:
+        ms = duration_ms(value, name)
+    except TeloError as exc:
+        raise option_invalid(exc) from None
+    if ms < 0 or (positive and ms == 0):
+        raise OptionInvalid(Code.INVALID_VALUE, f"{name}: {value!r} " + ("cannot be negative" if ms < 0 else
+                                                                         "must be more than zero"),
+                            hint="write e.g. 500ms, 30s, 2m")
+    return ms / 1000
+
+
 def report_error(exc: TeloError) -> int:
     """Print a TeloError as one line and its hint; the exit code it means (docs/cli.md "Errors and exit
     codes"). A message that starts with its own code (a park reason reused as a message, say) is printed with
@@ -83,8 +110,8 @@ def report_error(exc: TeloError) -> int:
     click.echo(f"error: {exc.code}: {printable(message)}", err=True)
     if exc.hint:
         echo_hint(exc.hint)
-    if exc.code == Code.INPUT_INVALID:  # inputs the command line gave that the workflow's inputType refuses
-        return EXIT_USAGE
+    if exc.code == Code.INPUT_INVALID or isinstance(exc, OptionInvalid):
+        return EXIT_USAGE  # inputs the command line gave that the workflow's inputType refuses, a bad option
     return EXIT_FAILED if exc.code in NOT_THERE else EXIT_ERROR
 
 

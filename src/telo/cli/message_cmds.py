@@ -10,6 +10,7 @@ import shlex
 import click
 
 from telo.cli.common import (
+    duration_option_s,
     emit,
     journal_compat_option,
     journal_option,
@@ -104,15 +105,8 @@ def events_list_command(run: str, name: str | None, journal: str | None, manifes
 
 
 def _seconds(wait: str | None) -> float | None:
-    """``--wait`` in seconds (None: not given); a negative wait is refused."""
-    if not wait:
-        return None
-    from telo.kinds.addressing import duration_ms
-
-    ms = duration_ms(wait, "--wait")
-    if ms < 0:
-        raise TeloError(Code.INVALID_VALUE, f"--wait: a wait cannot be negative ({wait})", hint="write e.g. 30s")
-    return ms / 1000
+    """``--wait`` in seconds (None: not given); a malformed or negative one is a usage error (exit 2)."""
+    return duration_option_s(wait, "--wait")
 
 
 @click.group("stream")

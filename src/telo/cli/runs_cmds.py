@@ -16,6 +16,7 @@ from telo.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_SETTLED,
     SOURCE_KEY,
+    duration_option_s,
     echo_hint,
     emit,
     grace_option,
@@ -130,10 +131,9 @@ def status_command(run: str, journal: str | None, manifest: str | None, as_json:
 @json_option
 def result_command(run: str, wait: str | None, journal: str | None, manifest: str | None, as_json: bool) -> None:
     """Print a run's result; exit 1 if it failed or was cancelled, 4 if it has not settled."""
-    from telo.kinds.addressing import duration_ms
     from telo.operations import runs
 
-    seconds = duration_ms(wait, "--wait") / 1000 if wait else None
+    seconds = duration_option_s(wait, "--wait")
     with open_store(journal, manifest) as store:
         asyncio.run(runs.wait_settled(store, run, seconds))
         view = runs.status(store, run)
@@ -278,6 +278,7 @@ def worker_command(manifest: str, interval: str, until_idle: bool, concurrency: 
     from telo.manifest import ManifestLoadError
     from telo.operations.worker import run_worker
 
+    duration_option_s(interval, "--interval", positive=True)  # (checked before anything starts)
     logs.install(log_level, as_json=log_json)
     try:
         work = run_worker(manifest, interval=interval, until_idle=until_idle, concurrency=concurrency)

@@ -21,11 +21,13 @@ from telo.cli.common import (
     key_values,
     manifest_option,
     open_store,
+    option_invalid,
     out_json,
     print_diagnostics,
     time_text,
 )
 from telo.clock import SYSTEM_CLOCK
+from telo.errors import TeloError
 from telo.operations import actions
 
 
@@ -90,7 +92,10 @@ def due_time(after: str | None, at: str | None, now_ms: int) -> int:
 
     if (after is None) == (at is None):
         raise click.UsageError("give exactly one of --after DURATION or --at TIMESTAMP")
-    return due_ms(after, at, now_ms, names=("--after", "--at"))
+    try:
+        return due_ms(after, at, now_ms, names=("--after", "--at"))
+    except TeloError as exc:
+        raise option_invalid(exc) from None
 
 
 async def admit_scheduled(manifest: str, workflow: str, inputs: tuple[Sequence[str], Sequence[str]],

@@ -46,7 +46,8 @@ def instant_ms(value: Any, code: str, where: str) -> int:
             return parse_rfc3339(value).epoch_millis()
         except ValueError:
             pass
-    raise TeloError(code, f"{where}: {value!r} is neither epoch milliseconds nor a timestamp")
+    raise TeloError(code, f"{where}: {value!r} is neither epoch milliseconds nor a timestamp",
+                    hint="write an RFC 3339 time with its offset, like 2026-12-04T09:00:00Z, or epoch milliseconds")
 
 
 class _Addressing(Resource):

@@ -1,0 +1,37 @@
+"""A malformed duration or time given to an option is a usage error — exit 2, with the catalogue's code and a
+hint — on every command that takes one (a user's walk-through, 2026-12-04: ``telo worker --interval xx`` printed a
+``ValueError`` traceback, ``--interval -1s`` was taken, and ``telo result --wait abc``, ``telo events get --wait
+zz`` and ``telo schedule --after xx`` exited 3, which docs/cli.md keeps for what telo refuses, not for a
+malformed option)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_run_outcome import app
+from tests.process import telo
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["worker", "{m}", "--interval", "xx", "--until-idle"], "--interval: not a duration: 'xx'"),
+    (["worker", "{m}", "--interval", "-1s", "--until-idle"], "--interval: '-1s' cannot be negative"),
+    (["worker", "{m}", "--interval", "0s", "--until-idle"], "--interval: '0s' must be more than zero"),
+    (["result", "flow:a", "--manifest", "{m}", "--wait", "abc"], "--wait: not a duration: 'abc'"),
+    (["events", "get", "flow:a", "x", "--manifest", "{m}", "--wait", "zz"], "--wait: not a duration: 'zz'"),
+    (["stream", "read", "flow:a", "s", "--follow", "--manifest", "{m}", "--wait", "-3s"],
+     "--wait: '-3s' cannot be negative"),
+    (["schedule", "{m}", "flow", "--after", "xx", "--input", "id=s", "--input", "mode=ok"],
+     "--after: not a duration: 'xx'"),
+    (["schedule", "{m}", "flow", "--at", "yesterday", "--input", "id=s", "--input", "mode=ok"],
+     "--at: 'yesterday' is neither epoch milliseconds nor a timestamp"),
+])
+def test_a_malformed_duration_or_time_is_a_usage_error(tmp_path: Path, args: list[str], says: str) -> None:
+    manifest = str(app(tmp_path))
+    assert telo("run", manifest, "--input", "id=a", "--input", "mode=ok", "--progress", "off",
+                cwd=tmp_path).returncode == 0
+    out = telo(*[a.format(m=manifest) for a in args], cwd=tmp_path)
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert says in out.stderr and "\nhint: " in out.stderr, out.stderr
