@@ -35,3 +35,18 @@ def test_a_malformed_duration_or_time_is_a_usage_error(tmp_path: Path, args: lis
     assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
     assert "Traceback" not in out.stderr, out.stderr
     assert says in out.stderr and "\nhint: " in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(("args", "code", "exit_code"), [
+    (["status", "flow:a", "--journal", "ftp://x"], "ERR_JOURNAL_URL_INVALID", 3),  # (it said "no journal at")
+    (["status", "flow:a", "--journal", "postgresq://ada:pw@db/j"], "ERR_JOURNAL_URL_INVALID", 3),
+    (["status", "flow:a", "--manifest", "nothere.yaml"], "ERR_MANIFEST_NOT_FOUND", 2),  # (click's line, no code)
+    (["run", "nothere.yaml"], "ERR_MANIFEST_NOT_FOUND", 2),
+    (["status", "flow:a"], "ERR_JOURNAL_REQUIRED", 2),  # (click's "Error: name a journal ...", no code)
+])
+def test_a_journal_or_manifest_that_cannot_be_named_says_so_with_its_code(tmp_path: Path, args: list[str], code: str,
+                                                                         exit_code: int) -> None:
+    out = telo(*args, cwd=tmp_path)
+    assert out.returncode == exit_code, (out.returncode, out.stderr)
+    assert out.stderr.startswith(f"error: {code}: ") and "\nhint: " in out.stderr, out.stderr
+    assert "pw" not in out.stderr  # (a mistyped URL's password stays out of the message)

@@ -61,7 +61,24 @@ journal_compat_option = click.option(
 journal_option = click.option("--journal", "journal", metavar="PATH-or-URL",
                               help="A SQLite file, a file-journal directory, or a postgresql:// URL (it must exist); "
                               "default: TELO_JOURNAL, TELO_MANIFEST, or the nearest telo.toml / [tool.telo].")
-manifest_option = click.option("--manifest", "manifest", type=click.Path(exists=True, dir_okay=False),
+class ManifestPath(click.Path):
+    """A manifest file, as an argument or an option: one that is not there is ``ERR_MANIFEST_NOT_FOUND`` with a
+    hint, a usage error (exit 2) — not click's bare "does not exist" line without the catalogue's code."""
+
+    def __init__(self) -> None:
+        super().__init__(exists=False, dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        path = super().convert(value, param, ctx)  # (a directory is still click's "is a directory")
+        if not os.path.exists(path):
+            name = f"{param.get_error_hint(ctx).strip(chr(39))}: " if param is not None and ctx is not None else ""
+            raise OptionInvalid(Code.MANIFEST_NOT_FOUND, f"{name}there is no manifest at {os.fsdecode(path)!r}",
+                                hint="check the path (a relative one is read from the current directory)",
+                                data={"manifest": os.fsdecode(path)})
+        return path
+
+
+manifest_option = click.option("--manifest", "manifest", type=ManifestPath(),
                                help="Take the journal from this manifest.")
 # Where open_store leaves the journal source of this invocation (click's meta is shared by the group's context
 # and the command's), so that a hint printed later — an error's, at the top — can say how to reach it.
@@ -123,8 +140,9 @@ def open_store(journal: str | None, manifest: str | None) -> Store:
     from telo.operations.project import journal_source
 
     source = journal_source(journal, manifest)
-    if source is None:
-        raise click.UsageError(REQUIRED_HINT)
+    if source is None:  # a usage error (exit 2), with the catalogue's code
+        raise OptionInvalid(Code.JOURNAL_REQUIRED, "this command reads a journal, and none is named",
+                            hint=REQUIRED_HINT)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         ctx.meta[SOURCE_KEY] = source

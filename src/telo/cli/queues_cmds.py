@@ -22,6 +22,7 @@ from telo.cli.common import (
     EXIT_ERROR,
     NONE_SHOWN,
     SOURCE_KEY,
+    ManifestPath,
     json_option,
     json_time,
     key_values,
@@ -35,7 +36,7 @@ from telo.operations import queue_limits
 from telo.operations import queues as queues_ops
 from telo.operations.queues import ManifestQueue, QueueConfig, QueueState, override_json
 
-manifest_argument = click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+manifest_argument = click.argument("manifest", type=ManifestPath())
 
 
 @click.group("queues")

@@ -17,6 +17,7 @@ from telo.cli.common import (
     EXIT_ERROR,
     EXIT_FAILED,
     EXIT_USAGE,
+    ManifestPath,
     grace_option,
     journal_compat_option,
     print_diagnostics,
@@ -31,7 +32,7 @@ CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFES
 
 
 @click.command("run")
-@click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+@click.argument("manifest", type=ManifestPath())
 @click.option("--input", "inputs", multiple=True, metavar="KEY=VALUE",
               help="An input for the targets: text, unless the workflow it reaches declares its type.")
 @click.option("--input-json", "json_inputs", multiple=True, metavar="KEY=JSON", help="An input given as JSON.")
@@ -83,7 +84,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, 
 
 
 @click.command("check")
-@click.argument("manifests", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("manifests", nargs=-1, required=True, type=ManifestPath())
 @click.option("--json", "as_json", is_flag=True, help="Print diagnostics as JSON.")
 def check_command(manifests: tuple[str, ...], as_json: bool) -> None:
     """Load and statically check manifests; print every diagnostic with its file:line:col."""

@@ -16,6 +16,7 @@ from telo.cli.common import (
     EXIT_FAILED,
     EXIT_NOT_SETTLED,
     SOURCE_KEY,
+    ManifestPath,
     duration_option_s,
     echo_hint,
     emit,
@@ -260,7 +261,7 @@ def resolve_command(run: str, path: str, action: str | None, skip_with: str | No
 
 
 @click.command("worker")
-@click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+@click.argument("manifest", type=ManifestPath())
 @click.option("--interval", default="1s", show_default=True, help="How often to sweep for due runs.")
 @click.option("--until-idle", is_flag=True, help="Exit once no run is due or running (for scripts and tests).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY, show_default=True,

@@ -23,6 +23,7 @@ from telo.cli.common import (
     EXIT_ERROR,
     NONE_SHOWN,
     SOURCE_KEY,
+    ManifestPath,
     echo_hint,
     journal_compat_option,
     json_option,
@@ -41,7 +42,7 @@ from telo.operations.queue_limits import operator
 from telo.operations.schedules import ScheduleView
 from telo.runtime.app import Application
 
-manifest_argument = click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+manifest_argument = click.argument("manifest", type=ManifestPath())
 name_argument = click.argument("name")
 reason_option = click.option("--reason", metavar="TEXT", help="Why: recorded with the action in the schedule's ledger.")
 by_option = click.option("--by", metavar="WHO", help="Who does it, recorded with it (default: user@host).")

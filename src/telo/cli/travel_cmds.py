@@ -13,6 +13,7 @@ import click
 from telo.cli.common import (
     EXIT_ERROR,
     EXIT_FAILED,
+    ManifestPath,
     echo_hint,
     journal_compat_option,
     journal_option,
@@ -120,7 +121,7 @@ async def admit_scheduled(manifest: str, workflow: str, inputs: tuple[Sequence[s
 
 
 @click.command("schedule")
-@click.argument("manifest", type=click.Path(exists=True, dir_okay=False))
+@click.argument("manifest", type=ManifestPath())
 @click.argument("workflow")
 @click.option("--after", metavar="DURATION", help="Due this long from now (90s, 15m, 2h, 1d).")
 @click.option("--at", metavar="TIMESTAMP", help="Due at this RFC 3339 time (or epoch ms).")

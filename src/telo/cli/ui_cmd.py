@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from telo.cli.common import journal_compat_option
+from telo.cli.common import ManifestPath, journal_compat_option
 from telo.errors import Code, TeloError
 
 
@@ -68,7 +68,7 @@ def dashboard_journal(journal: str | None) -> str:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Read the token from this file (surrounding whitespace ignored); beats TELO_UI_TOKEN.")
 @click.option("--manifest", "manifest", default=None, metavar="PATH",
-              type=click.Path(exists=True, dir_okay=False),
+              type=ManifestPath(),
               help="Show and operate this manifest's schedules on /schedules (its journal is the --journal served).")
 @journal_compat_option
 @click.pass_context

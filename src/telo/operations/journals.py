@@ -19,6 +19,7 @@ alone would leave them guessing where 'x' came from.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 
 from telo.clock import Clock
@@ -39,7 +40,12 @@ def local_path(name: str) -> str | None:
     for scheme in ("sqlite://", "file://"):
         if name.startswith(scheme):
             return name.removeprefix(scheme)
+    if _URL.match(name):
+        return None  # another scheme (ftp://, a mistyped postgresq://): open_store says it names no known store
     return name
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def journal_not_found(name: str, source: JournalSource | None = None) -> TeloError:
