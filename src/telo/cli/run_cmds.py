@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,8 +28,12 @@ from telo.cli.progress import MODES as PROGRESS_MODES
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import Code, TeloError
 
+if TYPE_CHECKING:
+    from telo.runtime.app import Application
+
 # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; a failure of what ran, 1.
-CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFEST_")} | {Code.JOURNAL_CONFIG_INVALID})
+CONFIGURATION_REFUSED = frozenset({c for c in Code if c.name.startswith("MANIFEST_")} | {Code.JOURNAL_CONFIG_INVALID}
+                                  | {Code.PYTHON_FUNCTION_NOT_FOUND, Code.PYTHON_FUNCTION_INVALID})
 
 
 @click.command("run")
@@ -70,6 +75,10 @@ def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, 
         with run_outcome.stdout_to_stderr(as_json), watching(app, progress):
             code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
+        if exc.code in (Code.PYTHON_FUNCTION_NOT_FOUND, Code.PYTHON_FUNCTION_INVALID) and _function_problems(app):
+            click.echo(f"error: {exc.code}: {manifest} names a Python function that does not import; nothing was "
+                       "run", err=True)
+            sys.exit(EXIT_ERROR)
         report_error(exc)
         # A configuration telo refused (nothing ran) is exit 3, as an invalid manifest; inputs a target's
         # inputType refused, 2 (usage); a failure of what ran, 1.
@@ -135,6 +144,16 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         return manifest, -1, out + f"\n(timed out after {timeout:g} s)", SYSTEM_CLOCK.monotonic() - start
+
+
+def _function_problems(app: Application) -> bool:
+    """Print, as ``telo check`` does — each at its position in the manifest — the Python functions of ``app``
+    that do not import (its start failed on one); False if none is found that way."""
+    from telo.kinds.python import function_checks
+
+    found = function_checks(app.manifest)
+    print_diagnostics(found)
+    return bool(found)
 
 
 @click.command("test")

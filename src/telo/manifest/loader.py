@@ -143,6 +143,14 @@ def check_manifest(
         return exc.diagnostics
 
 
+def _not_utf8(file: str, raw: bytes, exc: UnicodeDecodeError) -> Diagnostic:
+    """A manifest that is not UTF-8 text (YAML's encoding here), at the first byte that cannot be decoded."""
+    line = raw.count(b"\n", 0, exc.start) + 1
+    column = len(raw[raw.rfind(b"\n", 0, exc.start) + 1:exc.start].decode("utf-8", "replace")) + 1
+    return Diagnostic(ERR_MANIFEST_YAML, f"the manifest is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be "
+                      "decoded", Pos(file, line, column), hint="save the file as UTF-8 (a manifest is YAML text)")
+
+
 def _load(
     path: Path,
     text: str | None,
@@ -154,9 +162,15 @@ def _load(
     file = str(path)
     if text is None:
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            diagnostics.append(Diagnostic(ERR_MANIFEST_NOT_FOUND, f"cannot read manifest {file}: {exc}", None))
+            raw = path.read_bytes()
+        except OSError as exc:
+            diagnostics.append(Diagnostic(ERR_MANIFEST_NOT_FOUND, f"cannot read manifest {file}: {exc.strerror or exc}",
+                                          None, hint="check that the file exists and this user may read it"))
+            return None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            diagnostics.append(_not_utf8(file, raw, exc))
             return None
     if env is None:
         env = os.environ
