@@ -50,3 +50,16 @@ def test_a_journal_or_manifest_that_cannot_be_named_says_so_with_its_code(tmp_pa
     assert out.returncode == exit_code, (out.returncode, out.stderr)
     assert out.stderr.startswith(f"error: {code}: ") and "\nhint: " in out.stderr, out.stderr
     assert "pw" not in out.stderr  # (a mistyped URL's password stays out of the message)
+
+
+def test_an_empty_payload_is_not_json(tmp_path: Path) -> None:
+    # (it was read as null, and the Await's schema then said "None is not of type 'object'")
+    manifest = str(app(tmp_path))
+    assert telo("run", manifest, "--input", "id=p", "--input", "mode=park", "--progress", "off",
+                cwd=tmp_path).returncode == 4
+    for args in (["deliver", "gate:p"], ["send", "flow:p", "go"]):
+        out = telo(*args, "--manifest", manifest, "--payload", "", cwd=tmp_path)
+        assert out.returncode == 3, (args, out.returncode, out.stderr)
+        assert out.stderr.startswith("error: ERR_DURABLE_PAYLOAD_INVALID: --payload is empty, which is not JSON")
+    delivered = telo("deliver", "gate:p", "--manifest", manifest, cwd=tmp_path)  # (no --payload: null, as documented)
+    assert delivered.returncode == 0, delivered.stderr

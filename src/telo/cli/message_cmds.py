@@ -40,7 +40,7 @@ def send_command(run: str, topic: str, payload: str, key: str | None, journal: s
     the topic is made due: a worker continues it."""
     from telo.operations import actions
 
-    value = actions.payload_from_json(payload, "--payload")
+    value = actions.payload_from_json(payload, "--payload", empty_is_null=False)
     with open_store(journal, manifest) as store:
         sent = actions.send(store, run, topic, value, key=key)
     emit(sent.to_json(), as_json)

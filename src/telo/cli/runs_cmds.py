@@ -157,7 +157,7 @@ def deliver_command(token: str, payload: str, journal: str | None, manifest: str
     """Deliver a payload to the run parked on TOKEN; a worker or a resubmission continues it."""
     from telo.operations import actions
 
-    value = actions.payload_from_json(payload, "--payload")
+    value = actions.payload_from_json(payload, "--payload", empty_is_null=False)
     with open_store(journal, manifest) as store:
         result = actions.deliver(store, token, value)
     emit(result.to_json(), as_json)

@@ -68,12 +68,16 @@ class Restored:
     status: str
 
 
-def payload_from_json(text: str | None, where: str) -> Any:
+def payload_from_json(text: str | None, where: str, *, empty_is_null: bool = True) -> Any:
     """A payload written as JSON text (a CLI option, a form field) as a domain value (integers as CEL int);
-    ``ERR_DURABLE_PAYLOAD_INVALID`` when it is not JSON. None and empty text are ``null``."""
+    ``ERR_DURABLE_PAYLOAD_INVALID`` when it is not JSON. None is ``null``, and so is empty text (a form's empty
+    field) unless ``empty_is_null`` is False (a command-line option given as ``''``: not JSON)."""
     from telo.values import from_plain
     from telo.values.depth import load_json
 
+    if text is not None and not text.strip() and not empty_is_null:
+        raise TeloError(Code.DURABLE_PAYLOAD_INVALID, f"{where} is empty, which is not JSON",
+                        hint='write JSON, e.g. {"approvedBy": "ada"}, or null')
     try:  # nested past the value domain's limit: ERR_TYPED_FRAME_UNENCODABLE naming `where`
         plain = load_json(text, where) if text else None
     except ValueError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,17 @@ def to_json_like(value: Any) -> Any:
     return to_plain(value)
 
 
+def _explained(error: Any) -> str:
+    """jsonschema's message with the value it quotes in JSON rather than as Python writes it (``null is not of
+    type 'object'``, not ``None is not …``): what the user wrote was JSON or YAML."""
+    message: str = error.message
+    quoted = repr(error.instance)
+    if message.startswith(quoted):
+        shown = json.dumps(error.instance, ensure_ascii=False, default=str)
+        message = (shown if len(shown) <= 60 else shown[:57] + "...") + message[len(quoted):]
+    return message
+
+
 class SchemaValidator:
     def __init__(self, schema: Mapping[str, Any], code: str) -> None:
         self.schema = schema
@@ -50,8 +62,9 @@ class SchemaValidator:
                             "is not inside it (telo fetches no schema from elsewhere)",
                             hint="write the referenced schema into the declared type ($defs)") from None
         if errors:
-            details = "; ".join(f"{'/' + '/'.join(map(str, e.path)) if e.path else '/'}: {e.message}" for e in errors)
-            raise TeloError(self.code, f"{where} do not match the declared schema: {details}",
+            details = "; ".join(f"{'/' + '/'.join(map(str, e.path)) if e.path else '/'}: {_explained(e)}"
+                                for e in errors)
+            raise TeloError(self.code, f"{where}: the declared schema refuses it: {details}",
                             hint="fix the values, or the declared inputType/outputType",
                             data={"errors": [e.message for e in errors]})
         return value
