@@ -149,3 +149,16 @@ def test_attaching_with_other_inputs_warns_and_the_run_keeps_its_own(tmp_path: P
     assert "durable.run.inputs_differ durable.run='flow:i'" in other.stderr, other.stderr
     assert "its own inputs are not used" in other.stderr
     assert other.returncode == 4 and "run 'flow:i': parked" in other.stdout  # still the parked run, mode=park
+
+
+def test_attaching_to_a_run_that_failed_prints_its_outcome(tmp_path: Path) -> None:
+    # (a user's walk-through: attaching raised the run's error as upstream does, and telo run printed no line
+    # for the run on stdout, and nothing at all with --json)
+    assert run(tmp_path, "k", "fail").returncode == 1
+    again = run(tmp_path, "k", "fail")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "run 'flow:k': failed: " in again.stdout and "the card was declined" in again.stdout, again.stdout
+    assert "a line the step prints" not in again.stdout + again.stderr  # nothing executed again
+    answer = json.loads(run(tmp_path, "k", "fail", "--json").stdout)["start"]
+    assert answer["runId"] == "flow:k" and answer["attached"] is True and answer["status"] == "failed", answer
+    assert "the card was declined" in answer["error"]["message"]

@@ -75,6 +75,9 @@ def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, 
         with run_outcome.stdout_to_stderr(as_json), watching(app, progress):
             code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
+        if _attached_to_failed(app, exc):  # the run's own failure, raised as upstream does: report the run
+            _report(app, manifest, as_json)
+            sys.exit(EXIT_FAILED)
         if exc.code in (Code.PYTHON_FUNCTION_NOT_FOUND, Code.PYTHON_FUNCTION_INVALID) and _function_problems(app):
             click.echo(f"error: {exc.code}: {manifest} names a Python function that does not import; nothing was "
                        "run", err=True)
@@ -84,11 +87,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, 
         # inputType refused, 2 (usage); a failure of what ran, 1.
         sys.exit(EXIT_USAGE if exc.code == Code.INPUT_INVALID
                  else EXIT_ERROR if exc.code in CONFIGURATION_REFUSED else EXIT_FAILED)
-    run_outcome.report_problems(app.outcomes)
-    if as_json:
-        click.echo(json.dumps(run_outcome.settled_answers(app.target_results, app.outcomes), ensure_ascii=False))
-    else:
-        run_outcome.report(app.outcomes, manifest)
+    _report(app, manifest, as_json)
     sys.exit(code if exit_on == "targets" else run_outcome.exit_code(app.outcomes, code))
 
 
@@ -144,6 +143,25 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         return manifest, -1, out + f"\n(timed out after {timeout:g} s)", SYSTEM_CLOCK.monotonic() - start
+
+
+def _attached_to_failed(app: Application, exc: TeloError) -> bool:
+    """Did a target raise because the start attached to a run that had failed (Workflow.invoke)?"""
+    run = exc.data.get("run") if isinstance(exc.data, dict) else None
+    outcome = app.outcomes.get(run) if isinstance(run, str) else None
+    return outcome is not None and outcome.status == "failed" and any(
+        isinstance(answer, dict) and answer.get("runId") == run for answer in app.target_results.values())
+
+
+def _report(app: Application, manifest: str, as_json: bool) -> None:
+    """Each durable run's outcome: a line a run, or (--json) the targets' answers carrying them."""
+    from telo.cli import run_outcome
+
+    run_outcome.report_problems(app.outcomes)
+    if as_json:
+        click.echo(json.dumps(run_outcome.settled_answers(app.target_results, app.outcomes), ensure_ascii=False))
+    else:
+        run_outcome.report(app.outcomes, manifest)
 
 
 def _function_problems(app: Application) -> bool:

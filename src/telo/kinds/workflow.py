@@ -246,8 +246,9 @@ class Workflow(Resource):
                 if result is not NO_VALUE:
                     out["result"] = result
                 return out
-            if record.status == "failed":
+            if record.status == "failed":  # raised, as upstream does; `telo run` reports the run's outcome too
                 error = dict(record.error or {})
+                self.app.run_rested(RunOutcome(run, "failed", error=error))
                 raise InvokeError(error.get("code") or Code.DURABLE_RUN_FAILED,
                                   error.get("message") or f"run {run!r} failed", data={"run": run})
             if record.status in ("cancelled", "scheduled") or run in self.active:

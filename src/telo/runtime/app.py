@@ -250,14 +250,30 @@ class Application:
             if run is not None:
                 await run()
             else:
-                self.target_results[target.name] = await dispatch(as_invocable(resource), self.inputs,
-                                                                  events=self.events)
+                try:
+                    self.target_results[target.name] = await dispatch(as_invocable(resource), self.inputs,
+                                                                      events=self.events)
+                except TeloError as exc:
+                    self._attached_to_failed(target.name, exc)
+                    raise
             return
         assert target.step is not None
         steps = compile_steps([dict(target.step, name=target.name)], self.compiler, where=str(target.pos),
                               field_name="targets")
-        await run_steps(steps, scope, self.services, "targets")
+        try:
+            await run_steps(steps, scope, self.services, "targets")
+        except TeloError as exc:
+            self._attached_to_failed(target.name, exc)
+            raise
         self.target_results[target.name] = scope["steps"].get(target.name, {}).get("result")
+
+    def _attached_to_failed(self, target: str, exc: TeloError) -> None:
+        """A start that attached to a run which had failed raises that run's error (reference §Local.Workflow);
+        the target's answer is still the run's, for ``telo run --json`` to print with the run's outcome."""
+        run = exc.data.get("run") if isinstance(exc.data, Mapping) else None
+        outcome = self.outcomes.get(run) if isinstance(run, str) else None
+        if outcome is not None and outcome.status == "failed":
+            self.target_results[target] = {"runId": run, "attached": True, "status": "failed"}
 
     def _when(self, when: bool | Cel, scope: Mapping[str, Any], target: Target) -> bool:
         if isinstance(when, bool):
