@@ -229,11 +229,16 @@ def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) 
     said = env.run("k", "sleep=0")
     held = env.json("runs", "show", "flow:k")
     assert held["status"] == "parked" and "unconfirmed effect" in held["parked"]["reason"]
-    # `telo run` says how to decide, and the command works as printed (it named the park's own path,
-    # steps/first/@unconfirmed[0], which `telo resolve` refused: ERR_DURABLE_EFFECT_NOT_UNCONFIRMED)
-    decide = re.search(r"decide: telo (resolve \S+ \S+)( --journal \S+)?", said.stdout + said.stderr)
-    assert decide is not None, said.stdout + said.stderr
-    resolved = env.j(*shlex.split(decide.group(1)), "--redrive")
+    # `telo run` says how to decide, and the command works as pasted: it named the park's own path,
+    # steps/first/@unconfirmed[0], which `telo resolve` refused (ERR_DURABLE_EFFECT_NOT_UNCONFIRMED), and then the
+    # park's reason named `telo resolve RUN STEP` with no journal, which exited 2 (a user's walk-through), beside a
+    # second, working form of the same command
+    said_line = said.stdout + said.stderr
+    decide = re.search(r"`telo (resolve [^`|]*?) --redrive \|", said_line)
+    assert decide is not None and said_line.count("telo resolve") == 1, said_line
+    shown = env.telo("status", "flow:k", *env.journal_args).stdout  # `telo status` shows the same, as pasted
+    assert f"`telo resolve {env.journal_args[0]} " in shown, shown
+    resolved = env.telo(*shlex.split(decide.group(1)), "--redrive")
     assert resolved.returncode == 0, resolved.stderr
     # the park's path, as `telo status` shows it, names the step too
     assert "steps/first/@unconfirmed[0]" in held["parked"]["path"]

@@ -35,6 +35,7 @@ from telo.cli.common import (
     EXIT_OK,
     journal_flag,
     json_time,
+    pasteable,
     plain,
     printable,
     time_text,
@@ -143,6 +144,8 @@ def _parked(outcome: RunOutcome, m: str, j: str) -> str:
         return (f"parked, waiting for a delivery to {token!r} (deliver it: telo deliver {shlex.quote(str(token))}"
                 f"{j} --payload JSON; then continue it: telo run again, or telo worker {m})")
     if reason is not None:
+        if "`telo resolve " in str(reason):  # the reason names the command already: given this journal's flag
+            return f"parked: {pasteable(str(reason), j.strip())}"
         step = unconfirmed_step(str(parked.get("path", ""))) or str(parked.get("path", ""))
         return (f"parked: {reason} (decide: telo resolve {run} {shlex.quote(step)}"
                 f"{j} --redrive|--skip-with JSON|--fail)")

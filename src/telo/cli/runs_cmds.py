@@ -79,6 +79,8 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
         out["dueAt"] = time_text(out["dueAt"])
     if "at" in out.get("parked", {}):
         out["parked"] = {**out["parked"], "at": time_text(out["parked"]["at"])}
+    if isinstance(out.get("parked", {}).get("reason"), str):  # (a reason may name the command that moves it on)
+        out["parked"] = {**out["parked"], "reason": pasteable(out["parked"]["reason"])}
     if "claim" in out:
         out["claim"] = {**out["claim"], "until": time_text(out["claim"]["until"])}
     elif out.get("status") == "running":  # (made due by a send, a delivery, a resume: nothing runs it yet)
