@@ -94,6 +94,9 @@ def test_a_parked_run_says_what_it_waits_for_and_exits_4(tmp_path: Path) -> None
     assert "telo deliver gate:c --manifest" in out.stdout
     delivered = telo("deliver", "gate:c", "--manifest", str(tmp_path / "flow.yaml"), "--payload", "{}", cwd=tmp_path)
     assert delivered.returncode == 0, delivered.stderr
+    twice = telo("deliver", "gate:c", "--manifest", str(tmp_path / "flow.yaml"), "--payload", "{}", cwd=tmp_path)
+    assert twice.returncode == 1 and "delivered: false" in twice.stdout  # (and, since a walk-through, why:)
+    assert "hint: no run is parked on 'gate:c' now: it was delivered to already" in twice.stderr, twice.stderr
     again = run(tmp_path, "c", "park")
     assert again.returncode == 0 and "run 'flow:c': completed" in again.stdout, again.stdout + again.stderr
 

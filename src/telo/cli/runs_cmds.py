@@ -164,6 +164,9 @@ def deliver_command(token: str, payload: str, journal: str | None, manifest: str
         result = actions.deliver(store, token, value)
     emit(result.to_json(), as_json)
     if not result.delivered:
+        if not as_json:
+            echo_hint(f"no run is parked on {token!r} now: it was delivered to already, or nothing waits on it yet "
+                      "(`telo runs list --status parked` lists what waits, and on which token)")
         sys.exit(EXIT_FAILED)
 
 
