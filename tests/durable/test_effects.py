@@ -94,6 +94,22 @@ def test_fail_policy_fails_the_run(store: Store) -> None:
     failed = execute(store, "f", wf)
     assert failed.status == "failed" and failed.error is not None
     assert failed.error["code"] == "ERR_DURABLE_EFFECT_UNCONFIRMED" and len(effects) == 1
+    assert "its policy is to fail rather than repeat it" in failed.error["message"]
+
+
+def test_an_operators_fail_says_the_operator_chose_it(store: Store) -> None:
+    # (it said "its policy is to fail rather than repeat it", the policy being to park for the operator)
+    effects: list[Any] = []
+    wf = with_policy(body([{"name": "charge", "invoke": Target("charge", fn=crashing_once(effects))}]),
+                     EffectPolicy(PARK))
+    with pytest.raises(Crash):
+        execute(store, "o", wf)
+    assert execute(store, "o", wf).status == "parked"
+    resolve_unconfirmed(store, "o", "steps/charge", "fail")
+    failed = execute(store, "o", wf)
+    assert failed.status == "failed" and failed.error is not None and len(effects) == 1
+    assert failed.error["code"] == "ERR_DURABLE_EFFECT_UNCONFIRMED"
+    assert "an operator chose to fail it (telo resolve --fail)" in failed.error["message"], failed.error
 
 
 @pytest.mark.parametrize("found", [True, False])

@@ -90,9 +90,11 @@ async def resolve(handle: _Handle, path: str, target: Mapping[str, str] | None,
         return None
     if action == "skip":
         return (decision.get("value"),)
+    by = decision.get("by") if isinstance(decision, Mapping) else None
+    why = "an operator chose to fail it (telo resolve --fail)" if by == "operator" else \
+        "its policy is to fail rather than repeat it"
     raise EffectUnconfirmed(
-        f"the effect at {path!r} of run {run!r} may or may not have happened, and its policy is to "
-        "fail rather than repeat it",
+        f"the effect at {path!r} of run {run!r} may or may not have happened, and {why}",
         hint=f"inspect the outside system for idempotency key {key}; restore or fork the run to retry",
         data={"run": run, "path": path, "key": key},
     )
