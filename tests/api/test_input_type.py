@@ -44,7 +44,8 @@ def test_start_and_schedule_refuse_inputs_the_input_type_refuses(tmp_path: Path)
             assert err.value.code == Code.INPUT_INVALID, err.value
             with pytest.raises(TeloError) as err:
                 app.schedule("order", bad, after=3600)
-            assert err.value.code == Code.INPUT_INVALID and "order inputs: the declared schema refuses it" in err.value.message
+            assert err.value.code == Code.INPUT_INVALID
+            assert "order inputs: the declared schema refuses it" in err.value.message
         assert app.runs().runs == ()
         done = app.run("order", {"id": "b", "qty": 3})
         assert done.status == "completed" and done.value["steps"]["total"]["result"] == 6
