@@ -134,6 +134,7 @@ class Payments:
     prepare: str = "prepare"
     journal_dir: Path | None = None  # where the journal goes (default: ``tmp``), e.g. a small filesystem
     saga: bool = False  # the charge inside a try whose catch refunds (SAGA)
+    body: str | None = None  # the steps between prepare and notify (default: CHARGE, or SAGA)
     procs: list[Proc] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -142,7 +143,8 @@ class Payments:
         module, location = JOURNALS[self.kind]
         self.manifest = self.tmp / "payments.yaml"
         self.manifest.write_text(MANIFEST.format(module=module, location=location, ttl=self.ttl,
-                                                 prepare=self.prepare, body=SAGA if self.saga else CHARGE))
+                                                 prepare=self.prepare,
+                                                 body=self.body or (SAGA if self.saga else CHARGE)))
         self.ledger = self.tmp / "ledger.txt"
         self.ledger.touch()
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TELO_FAULT", "FAULT_"))}

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.faults.conftest import KINDS
-from tests.faults.support import Payments, Proc
+from tests.faults.support import CHARGE, Payments, Proc
 
 CHARGE_MS = "2000"
 
@@ -67,6 +67,28 @@ def test_a_signal_lets_the_running_charge_finish_record_its_receipt_and_hand_the
     assert flow.record(run).status == "completed"
     steps = Counter((line.step, "a" if line.pid == a.pid else "b") for line in flow.lines())
     assert steps == {("prepare", "a"): 1, ("charge", "a"): 1, ("notify", "b"): 1}, f"{ctx} {flow.lines()}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_drain_before_an_effect_that_must_not_repeat_leaves_no_operator_task(
+        kind: str, payments: Callable[..., Payments]) -> None:
+    # A second non-idempotent charge follows the one in flight. Draining, the execution recorded the second's
+    # intent (its inputs, durable before such an effect starts) and stopped before it: the next worker found an
+    # intent with no receipt and parked the run for an operator — for an effect that never ran (a walk-through on
+    # PostgreSQL with three workers, 2026-12-04). Now the drain records that it never started.
+    flow = payments(kind, body=CHARGE + "\n" + CHARGE.replace("name: charge,", "name: charge_again,"))
+    run = "pay:drained"
+    a = _start_and_signal(flow, run, signal.SIGTERM, worker=True)
+    assert a.wait(30) == 128 + signal.SIGTERM, a.output()
+    with flow.open() as store:
+        paths = {e.path for e in store.read_entries(run)}
+    assert "steps/charge" in paths and "steps/charge_again" not in paths, sorted(paths)
+    b = flow.worker(label="b")
+    assert b.wait(60) == 0, b.output()
+    record = flow.record(run)
+    assert record.status == "completed", f"{kind}: {record!r}"  # (it was parked at steps/charge_again)
+    steps = [(line.step, "a" if line.pid == a.pid else "b") for line in flow.lines()]
+    assert Counter(steps) == {("prepare", "a"): 1, ("charge", "a"): 1, ("charge", "b"): 1, ("notify", "b"): 1}, steps
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -249,6 +249,8 @@ class LocalRunHandle:
                 (renewal is not None and (renewal.lost is not None or renewal.lease_unsure())):
             await self._still_holding()  # (checked inline first: the common case costs no coroutine)
         if shutdown.draining():  # (after the flush above: what this execution finished is durable)
+            if guarded:  # its intent is durable: record that the effect never started (no operator task)
+                await unconfirmed.never_started(self, path)
             raise shutdown.refusal(self.run_id, path)
         for observer in observers:
             observer.step_answered(path, target, replayed=False)

@@ -111,3 +111,14 @@ def _tell(handle: _Handle, path: str, target: Mapping[str, str] | None, decision
     events.emit(f"{name}.InvokeUnconfirmed", {
         "ref": ref, "run": handle.run_id, "path": path, "key": f"{handle.key_run}/{path}",
         "action": decision.get("action"), "by": decision.get("by"), "found": decision.get("found")})
+
+
+async def never_started(handle: _Handle, path: str) -> None:
+    """The execution stops (a drain, telo.durable.shutdown) before the effect at ``path`` starts, its intent durable
+    already: record that the effect never ran — a resolution ``{action: redrive, by: shutdown}`` — so that whoever
+    continues the run executes it, for the first time, instead of parking it for an operator as an effect that
+    may or may not have happened (docs/guarantees.md "Stopping a process")."""
+    state = effects.effect_state(path, handle.entries, handle.run_id)
+    if state.unconfirmed:
+        await handle.decide(effects.unconfirmed_path(path, state.resolution_index), "unconfirmed",
+                            lambda: {"action": effects.REDRIVE, "by": "shutdown"}, wait=True)
