@@ -223,6 +223,8 @@ def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) 
     assert dead["status"] == "running" and dead["claim"]["alive"] is False and dead["claim"]["live"] is False
     human = env.j("runs", "show", "flow:k").stdout
     assert re.search(r"claim: workflow-flow@\S+ until \S+ \(lapsed; holder process dead; fencing token 1\)", human)
+    status = env.j("status", "flow:k").stdout  # (it printed the claim's members only: a walk-through, 2026-12-04)
+    assert re.search(r"claim: workflow-flow@\S+ until \S+ \(lapsed; fencing token 1\)", status), status
 
     # Resubmitted, the interrupted effect's outcome is unknown: the (non-idempotent) function parks for an
     # operator; the answer is recorded and listed as an unconfirmed effect.

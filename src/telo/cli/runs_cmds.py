@@ -81,8 +81,14 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
         out["parked"] = {**out["parked"], "at": time_text(out["parked"]["at"])}
     if isinstance(out.get("parked", {}).get("reason"), str):  # (a reason may name the command that moves it on)
         out["parked"] = {**out["parked"], "reason": pasteable(out["parked"]["reason"])}
-    if "claim" in out:
-        out["claim"] = {**out["claim"], "until": time_text(out["claim"]["until"])}
+    if "claim" in out:  # (as `telo runs show` says it: whether the lease still holds)
+        from telo.journal.claims import holder_is_dead
+
+        claim = out["claim"]
+        live = isinstance(claim.get("until"), int) and claim["until"] > SYSTEM_CLOCK.now_ms() \
+            and not holder_is_dead(claim["holder"])
+        out["claim"] = (f"{claim['holder']} until {time_text(claim['until'])} "
+                        f"({'live' if live else 'lapsed'}; fencing token {claim['fence']})")
     elif out.get("status") == "running":  # (made due by a send, a delivery, a resume: nothing runs it yet)
         out["next"] = "no process holds it: a `telo worker` of its manifest continues it, or `telo run` again"
     if "queue" in out:
