@@ -116,6 +116,8 @@ def test_hints_print_commands_that_work_as_pasted(sqlite_env: Env) -> None:
     assert paste(env, hinted(unknown.stderr)[0]) == 0
     restored = env.telo("restore", "flow:a", "0", "--journal", "journal.db")
     assert restored.returncode == 0 and "telo worker MANIFEST" in restored.stderr  # not a journal command
+    by_manifest = env.telo("restore", "flow:a", "0", "--manifest", "m.yaml")  # (it said MANIFEST here too)
+    assert by_manifest.returncode == 0 and "`telo worker m.yaml`" in by_manifest.stderr, by_manifest.stderr
 
     # Where the environment or a project file finds the journal, the hint leaves the flag out — and still works.
     named = {"TELO_JOURNAL": "journal.db"}

@@ -174,6 +174,14 @@ def pasteable(text: str, flag: str | None = None) -> str:
     return _HINTED_COMMAND.sub(add, text)
 
 
+def worker_command_text(manifest: str | None) -> str:
+    """How a hint names the worker that continues a run: with the manifest this invocation was given, else a
+    placeholder to fill in."""
+    import shlex
+
+    return f"telo worker {shlex.quote(manifest)}" if manifest else "telo worker MANIFEST"
+
+
 def echo_hint(text: str) -> None:
     """A hint on stderr, its commands made to work as pasted."""
     click.echo(f"hint: {printable(pasteable(text))}", err=True)

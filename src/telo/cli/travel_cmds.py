@@ -26,6 +26,7 @@ from telo.cli.common import (
     out_json,
     print_diagnostics,
     time_text,
+    worker_command_text,
 )
 from telo.clock import SYSTEM_CLOCK
 from telo.errors import TeloError
@@ -52,7 +53,7 @@ def restore_command(run: str, checkpoint: str, reason: str, journal: str | None,
         out_json(view)
         return
     key_values(view)
-    echo_hint("a worker (`telo worker MANIFEST`) or `telo run` with the same run id continues it")
+    echo_hint(f"a worker (`{worker_command_text(manifest)}`) or `telo run` with the same run id continues it")
 
 
 @click.command("fork")
@@ -83,7 +84,7 @@ def fork_command(run: str, checkpoint: str, new_run: str | None, keep_keys: bool
         out_json(view)
         return
     key_values(view)
-    echo_hint("a worker (`telo worker MANIFEST`) continues it from the checkpoint")
+    echo_hint(f"a worker (`{worker_command_text(manifest)}`) continues it from the checkpoint")
 
 
 def due_time(after: str | None, at: str | None, now_ms: int) -> int:
