@@ -32,3 +32,12 @@ def test_a_manifest_that_is_not_utf8_says_where(tmp_path: Path) -> None:
     assert "codec" not in said and "ERR_MANIFEST_NOT_FOUND" not in said
     ran = telo("run", str(manifest), cwd=tmp_path)
     assert ran.returncode == 3 and "ERR_MANIFEST_YAML" in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+
+
+def test_a_manifest_with_crlf_line_ends_reads_as_before(tmp_path: Path) -> None:
+    # (the manifest is now read as bytes, to say where a non-UTF-8 byte is: its line ends still read as \n)
+    manifest = tmp_path / "crlf.yaml"
+    manifest.write_bytes(b"kind: Telo.Application\r\nmetadata: { name: Crlf }\r\ntargets: [ nope ]\r\n")
+    checked = telo("check", str(manifest), cwd=tmp_path)
+    said = checked.stdout + checked.stderr
+    assert "crlf.yaml:3:" in said and "\r" not in said, repr(said)

@@ -240,6 +240,8 @@ def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) 
     assert decide is not None and said_line.count("telo resolve") == 1, said_line
     shown = env.telo("status", "flow:k", *env.journal_args).stdout  # `telo status` shows the same, as pasted
     assert f"`telo resolve {env.journal_args[0]} " in shown, shown
+    shown = env.telo("runs", "show", "flow:k", *env.journal_args).stdout  # and `telo runs show`
+    assert f"`telo resolve {env.journal_args[0]} " in shown, shown
     resolved = env.telo(*shlex.split(decide.group(1)), "--redrive")
     assert resolved.returncode == 0, resolved.stderr
     # the park's path, as `telo status` shows it, names the step too

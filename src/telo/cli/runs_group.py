@@ -23,6 +23,7 @@ from telo.cli.common import (
     manifest_option,
     open_store,
     out_json,
+    pasteable,
     table,
     time_text,
 )
@@ -199,6 +200,8 @@ def show_command(run: str, journal: str | None, manifest: str | None, as_json: b
             human[key] = time_text(human[key])
     if "at" in human.get("parked", {}):
         human["parked"] = {**human["parked"], "at": time_text(human["parked"]["at"])}
+    if isinstance(human.get("parked", {}).get("reason"), str):  # (its command, as pasted: telo status does too)
+        human["parked"] = {**human["parked"], "reason": pasteable(human["parked"]["reason"])}
     if "queue" in human:
         human["queue"] = queue_text(human["queue"])
     if "unconfirmedEffects" in human:

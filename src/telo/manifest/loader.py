@@ -167,8 +167,8 @@ def _load(
             diagnostics.append(Diagnostic(ERR_MANIFEST_NOT_FOUND, f"cannot read manifest {file}: {exc.strerror or exc}",
                                           None, hint="check that the file exists and this user may read it"))
             return None
-        try:
-            text = raw.decode("utf-8")
+        try:  # (newlines translated as read_text does: \r\n and \r read as \n)
+            text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
         except UnicodeDecodeError as exc:
             diagnostics.append(_not_utf8(file, raw, exc))
             return None
