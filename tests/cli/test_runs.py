@@ -216,6 +216,8 @@ def test_show_claim_holder_unconfirmed_effects_and_digest_hold(sqlite_env: Env) 
         assert live["claim"]["alive"] is True and live["claim"]["live"] is True
         assert live["claim"]["pid"] == proc.pid and live["claim"]["holder"].startswith("workflow-flow@")
         assert live["claim"]["fence"] == 1  # the first grant of the run's claim
+        status = env.j("status", "flow:k").stdout  # (a review: it said "lapsed" for every claim)
+        assert re.search(r"claim: workflow-flow@\S+ until \S+ \(live; fencing token 1\)", status), status
     finally:
         proc.kill()
         proc.wait()

@@ -13,12 +13,16 @@ once: that is the crash path, and the charge then is unconfirmed, exactly as aft
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from telo.journal.sqlite import SqliteStore
 from tests.faults.conftest import KINDS
 from tests.faults.support import CHARGE, Payments, Proc
 
@@ -108,3 +112,76 @@ def test_a_second_signal_stops_at_once_and_leaves_the_charge_unconfirmed(
     record = flow.record(run)
     assert record.status == "parked" and record.parked is not None and "unconfirmed" in (record.parked.reason or "")
     assert [line.step for line in flow.lines()].count("charge") == 1  # never repeated blindly
+
+
+RETRIED_COMPOSITE = """\
+kind: Telo.Application
+metadata: { name: Pay, version: 1.0.0 }
+imports: { Local: durable-local, Journal: durable-journal-sqlite, Py: python, Run: run }
+targets:
+  - name: start
+    invoke: !ref flow
+---
+kind: Journal.Journal
+metadata: { name: runs }
+path: ./j.db
+---
+kind: Py.Function
+metadata: { name: chargeCard }
+function: shop:charge
+---
+kind: Run.Sequence
+metadata: { name: pay }
+steps:
+  - { name: charge, invoke: !ref chargeCard }
+---
+kind: Local.Workflow
+metadata: { name: flow }
+journal: !ref runs
+runId: "r1"
+steps:
+  - { name: pay, invoke: !ref pay, timeout: 300, retry: { attempts: 2, initialDelay: 50 } }
+"""
+SHOP = """\
+import time
+
+
+def charge(inputs):
+    with open("ledger.txt", "a") as f:
+        f.write("charge\\n")
+    time.sleep(1.0)  # past the step's timeout: the attempt is cut short, its outcome unknown
+    return {"charged": True}
+"""
+# SIGTERM just after the retry marks attempt 1 started, before its charge: what a signal at that moment does.
+DRIVER = """\
+import signal, sys
+from telo.durable import handle, shutdown
+decide = handle.LocalRunHandle.decide
+async def marked(self, path, kind, compute, *, wait=False):
+    value = await decide(self, path, kind, compute, wait=wait)
+    if kind == "attempt":
+        shutdown.request(signal.SIGTERM)
+    return value
+handle.LocalRunHandle.decide = marked
+from telo.cli.main import cli
+cli.main(sys.argv[1:], prog_name="telo")
+"""
+
+
+def test_a_drain_does_not_call_an_effect_that_began_in_this_execution_never_started(tmp_path: Path) -> None:
+    # A review of the drain fix above: a retried composite re-enters its non-idempotent step, whose first attempt
+    # a timeout cut short (outcome unknown). Drained before the second attempt's effect, the execution recorded
+    # "never started" for it, and the next run charged again without asking — worse than kill -9.
+    (tmp_path / "m.yaml").write_text(RETRIED_COMPOSITE)
+    (tmp_path / "shop.py").write_text(SHOP)
+    (tmp_path / "drive.py").write_text(DRIVER)
+    first = subprocess.run([sys.executable, "drive.py", "run", "m.yaml", "--progress", "off"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert first.returncode == 4 and "ERR_DURABLE_SHUTTING_DOWN" in first.stdout + first.stderr, first
+    with SqliteStore(str(tmp_path / "j.db")) as store:
+        paths = [e.path for e in store.read_entries("r1")]
+    assert "steps/pay/@attempt[1]" in paths and "steps/pay/charge/@unconfirmed[0]" not in paths, paths
+    again = subprocess.run([sys.executable, "-m", "telo", "run", "m.yaml", "--progress", "off"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert again.returncode == 4 and "unconfirmed effect" in again.stdout, again  # asked, as after a crash
+    assert (tmp_path / "ledger.txt").read_text().count("charge") == 1  # never repeated blindly

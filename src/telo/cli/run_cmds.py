@@ -149,8 +149,9 @@ def _attached_to_failed(app: Application, exc: TeloError) -> bool:
     """Did a target raise because the start attached to a run that had failed (Workflow.invoke)?"""
     run = exc.data.get("run") if isinstance(exc.data, dict) else None
     outcome = app.outcomes.get(run) if isinstance(run, str) else None
-    return outcome is not None and outcome.status == "failed" and any(
-        isinstance(answer, dict) and answer.get("runId") == run for answer in app.target_results.values())
+    return outcome is not None and outcome.status == "failed" and \
+        exc.code == ((outcome.error or {}).get("code") or Code.DURABLE_RUN_FAILED) and any(
+            isinstance(answer, dict) and answer.get("runId") == run for answer in app.target_results.values())
 
 
 def _report(app: Application, manifest: str, as_json: bool) -> None:

@@ -83,10 +83,12 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
         out["parked"] = {**out["parked"], "reason": pasteable(out["parked"]["reason"])}
     if "claim" in out:  # (as `telo runs show` says it: whether the lease still holds)
         from telo.journal.claims import holder_is_dead
+        from telo.values.types import parse_rfc3339
 
         claim = out["claim"]
-        live = isinstance(claim.get("until"), int) and claim["until"] > SYSTEM_CLOCK.now_ms() \
-            and not holder_is_dead(claim["holder"])
+        until = claim.get("until")  # (the view's RFC 3339 text, as --json prints it)
+        until_ms = parse_rfc3339(until).epoch_millis() if isinstance(until, str) else until
+        live = isinstance(until_ms, int) and until_ms > SYSTEM_CLOCK.now_ms() and not holder_is_dead(claim["holder"])
         out["claim"] = (f"{claim['holder']} until {time_text(claim['until'])} "
                         f"({'live' if live else 'lapsed'}; fencing token {claim['fence']})")
     elif out.get("status") == "running":  # (made due by a send, a delivery, a resume: nothing runs it yet)

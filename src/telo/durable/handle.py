@@ -79,6 +79,7 @@ class LocalRunHandle:
         self.halted: ExecutionHalted | None = None  # latched like a suspension: see halt
         self.opened = frozenset(state.entries)  # what earlier executions recorded (intents without receipts)
         self.consumed: set[str] = set()  # recorded paths this execution read back (telo.durable.gates asks)
+        self.started: set[str] = set()  # steps whose effect this execution began (unconfirmed.stop_before_effect)
         # Receives of one topic, and writes to one stream, of parallel branches take turns (telo.durable.inbox)
         self.serial: dict[tuple[str, str], asyncio.Lock] = {}
         self.policy_for: Callable[[Mapping[str, str] | None], effects.EffectPolicy] = lambda target: \
@@ -249,12 +250,11 @@ class LocalRunHandle:
                 (renewal is not None and (renewal.lost is not None or renewal.lease_unsure())):
             await self._still_holding()  # (checked inline first: the common case costs no coroutine)
         if shutdown.draining():  # (after the flush above: what this execution finished is durable)
-            if guarded:  # its intent is durable: record that the effect never started (no operator task)
-                await unconfirmed.never_started(self, path)
-            raise shutdown.refusal(self.run_id, path)
+            await unconfirmed.stop_before_effect(self, path, guarded)  # (raises ERR_DURABLE_SHUTTING_DOWN)
         for observer in observers:
             observer.step_answered(path, target, replayed=False)
         faults.point("before-effect")
+        self.started.add(path)
         try:
             if resume == _FIRST_ATTEMPT and ctx.extra(RESUME_ATTEMPT, _FIRST_ATTEMPT) == _FIRST_ATTEMPT:
                 value = await execute()  # (what the context says already: nothing to derive, the common case)

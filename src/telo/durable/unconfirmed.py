@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, Protocol
 
 from telo import paths
-from telo.durable import effects
+from telo.durable import effects, shutdown
 from telo.engine.context import ON_UNCONFIRMED, current
 from telo.engine.dispatch import EventBus
 from telo.engine.suspend import ParkUntil, ParkWhere
@@ -37,6 +37,7 @@ class _Handle(Protocol):
     key_run: str  # whose id the effects' idempotency keys carry (a fork may keep its source's)
     entries: dict[str, Entry]
     events: EventBus | None  # the application's: told each resolution (``<target>.InvokeUnconfirmed``)
+    started: set[str]  # steps whose effect this execution began
 
     def policy(self, target: Mapping[str, str] | None) -> effects.EffectPolicy: ...
 
@@ -113,12 +114,17 @@ def _tell(handle: _Handle, path: str, target: Mapping[str, str] | None, decision
         "action": decision.get("action"), "by": decision.get("by"), "found": decision.get("found")})
 
 
-async def never_started(handle: _Handle, path: str) -> None:
-    """The execution stops (a drain, telo.durable.shutdown) before the effect at ``path`` starts, its intent durable
-    already: record that the effect never ran — a resolution ``{action: redrive, by: shutdown}`` — so that whoever
-    continues the run executes it, for the first time, instead of parking it for an operator as an effect that
-    may or may not have happened (docs/guarantees.md "Stopping a process")."""
-    state = effects.effect_state(path, handle.entries, handle.run_id)
-    if state.unconfirmed:
-        await handle.decide(effects.unconfirmed_path(path, state.resolution_index), "unconfirmed",
-                            lambda: {"action": effects.REDRIVE, "by": "shutdown"}, wait=True)
+async def stop_before_effect(handle: _Handle, path: str, guarded: bool) -> NoReturn:
+    """A drain (telo.durable.shutdown) stops the execution before the effect at ``path`` starts. For an effect
+    that must not repeat (``guarded``), whose intent is durable already, it first records that the effect did
+    not run since its last start marker — a resolution ``{action: redrive, by: shutdown}`` — so that whoever
+    continues the run executes it instead of parking it for an operator as an effect that may or may not have
+    happened (docs/guarantees.md "Stopping a process"). Only when this execution knows it: not when it began
+    this very effect earlier (a retried composite re-enters the same step; a timeout may have cut its first
+    attempt short with its outcome unknown) — then the next execution asks, as after a crash."""
+    if guarded and path not in handle.started:
+        state = effects.effect_state(path, handle.entries, handle.run_id)
+        if state.unconfirmed:
+            await handle.decide(effects.unconfirmed_path(path, state.resolution_index), "unconfirmed",
+                                lambda: {"action": effects.REDRIVE, "by": "shutdown"}, wait=True)
+    raise shutdown.refusal(handle.run_id, path)
