@@ -71,7 +71,7 @@ class ManifestPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)  # (a directory is still click's "is a directory")
         if not os.path.exists(path):
-            name = f"{param.get_error_hint(ctx).strip(chr(39))}: " if param is not None and ctx is not None else ""
+            name = param.get_error_hint(ctx).strip("'") + ": " if param is not None and ctx is not None else ""
             raise OptionInvalid(Code.MANIFEST_NOT_FOUND, f"{name}there is no manifest at {os.fsdecode(path)!r}",
                                 hint="check the path (a relative one is read from the current directory)",
                                 data={"manifest": os.fsdecode(path)})

@@ -64,7 +64,7 @@ def events_get_command(run: str, name: str, wait: str | None, journal: str | Non
     none (by the end of --wait)."""
     from telo.operations import actions
 
-    wait_ms = int((_seconds(wait) or 0) * 1000)
+    wait_ms = int((duration_option_s(wait, "--wait") or 0) * 1000)
     with open_store(journal, manifest) as store:
         found = asyncio.run(actions.wait_for_event(store, run, name, wait_ms))
         record = store.read_run(run) if found is None else None
@@ -102,11 +102,6 @@ def events_list_command(run: str, name: str | None, journal: str | None, manifes
     click.echo(f"{'SEQ':<5} {'AT':<25} {'NAME':<20} VALUE")  # (plain output: one header line, docs/cli.md)
     for e in found:
         click.echo(f"{e.seq:<5} {json_time(e.at) or '—':<25} {e.name:<20} {shown(e.value)}")
-
-
-def _seconds(wait: str | None) -> float | None:
-    """``--wait`` in seconds (None: not given); a malformed or negative one is a usage error (exit 2)."""
-    return duration_option_s(wait, "--wait")
 
 
 @click.group("stream")
@@ -161,7 +156,7 @@ def stream_read_command(run: str, name: str, offset: int, follow: bool, wait: st
                 click.echo(f"-- next {page.next}" + (" (closed)" if page.closed else "")
                            + (" (run settled)" if page.settled else "") + past, err=True)
             return
-        wait_s = _seconds(wait)
+        wait_s = duration_option_s(wait, "--wait")
 
         async def each() -> int:
             count = 0

@@ -75,7 +75,7 @@ def run_command(manifest: str, inputs: tuple[str, ...], json_inputs: tuple[str, 
         with run_outcome.stdout_to_stderr(as_json), watching(app, progress):
             code = asyncio.run(run_draining(app.main(), grace_s=grace))
     except TeloError as exc:
-        if _attached_to_failed(app, exc):  # the run's own failure, raised as upstream does: report the run
+        if app.failed_attach(exc) is not None:  # the run's own failure, raised as upstream does: report it
             _report(app, manifest, as_json)
             sys.exit(EXIT_FAILED)
         if exc.code in (Code.PYTHON_FUNCTION_NOT_FOUND, Code.PYTHON_FUNCTION_INVALID) and _function_problems(app):
@@ -143,15 +143,6 @@ def _run_one(manifest: Path, timeout: float) -> tuple[Path, int, str, float]:
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         return manifest, -1, out + f"\n(timed out after {timeout:g} s)", SYSTEM_CLOCK.monotonic() - start
-
-
-def _attached_to_failed(app: Application, exc: TeloError) -> bool:
-    """Did a target raise because the start attached to a run that had failed (Workflow.invoke)?"""
-    run = exc.data.get("run") if isinstance(exc.data, dict) else None
-    outcome = app.outcomes.get(run) if isinstance(run, str) else None
-    return outcome is not None and outcome.status == "failed" and \
-        exc.code == ((outcome.error or {}).get("code") or Code.DURABLE_RUN_FAILED) and any(
-            isinstance(answer, dict) and answer.get("runId") == run for answer in app.target_results.values())
 
 
 def _report(app: Application, manifest: str, as_json: bool) -> None:

@@ -71,9 +71,9 @@ def status_view(view: RunView) -> dict[str, Any]:
     return out
 
 
-def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
-    """The status record as human output shows it: its times as RFC 3339 text (``--json`` keeps epoch ms,
-    the shape ``Local.Status`` answers, docs/cli.md "Output")."""
+def status_for_humans(view: dict[str, Any], record: RunRecord) -> dict[str, Any]:
+    """The status record (``view``, of ``record``) as human output shows it: its times as RFC 3339 text
+    (``--json`` keeps epoch ms, the shape ``Local.Status`` answers, docs/cli.md "Output")."""
     out = dict(view)
     if "dueAt" in out:
         out["dueAt"] = time_text(out["dueAt"])
@@ -82,13 +82,10 @@ def status_for_humans(view: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("parked", {}).get("reason"), str):  # (a reason may name the command that moves it on)
         out["parked"] = {**out["parked"], "reason": pasteable(out["parked"]["reason"])}
     if "claim" in out:  # (as `telo runs show` says it: whether the lease still holds)
-        from telo.journal.claims import holder_is_dead
-        from telo.values.types import parse_rfc3339
+        from telo.journal.rules import claim_is_live
 
         claim = out["claim"]
-        until = claim.get("until")  # (the view's RFC 3339 text, as --json prints it)
-        until_ms = parse_rfc3339(until).epoch_millis() if isinstance(until, str) else until
-        live = isinstance(until_ms, int) and until_ms > SYSTEM_CLOCK.now_ms() and not holder_is_dead(claim["holder"])
+        live = claim_is_live(record.claim, SYSTEM_CLOCK.now_ms())
         out["claim"] = (f"{claim['holder']} until {time_text(claim['until'])} "
                         f"({'live' if live else 'lapsed'}; fencing token {claim['fence']})")
     elif out.get("status") == "running":  # (made due by a send, a delivery, a resume: nothing runs it yet)
@@ -130,8 +127,9 @@ def status_command(run: str, journal: str | None, manifest: str | None, as_json:
     from telo.operations import runs
 
     with open_store(journal, manifest) as store:
-        view = status_view(runs.status(store, run, queue_config=manifest_limits(store)))
-    emit(view if as_json else status_for_humans(view), as_json)
+        status = runs.status(store, run, queue_config=manifest_limits(store))
+    view = status_view(status)
+    emit(view if as_json else status_for_humans(view, status.record), as_json)
 
 
 @click.command("result")
@@ -149,7 +147,7 @@ def result_command(run: str, wait: str | None, journal: str | None, manifest: st
         asyncio.run(runs.wait_settled(store, run, seconds))
         view = runs.status(store, run)
     shown = status_view(view)
-    emit(shown if as_json else status_for_humans(shown), as_json)
+    emit(shown if as_json else status_for_humans(shown, view.record), as_json)
     record = view.record
     if not record.terminal:
         sys.exit(EXIT_NOT_SETTLED)

@@ -267,12 +267,21 @@ class Application:
             raise
         self.target_results[target.name] = scope["steps"].get(target.name, {}).get("result")
 
-    def _attached_to_failed(self, target: str, exc: TeloError) -> None:
-        """A start that attached to a run which had failed raises that run's error (reference §Local.Workflow);
-        the target's answer is still the run's, for ``telo run --json`` to print with the run's outcome."""
+    def failed_attach(self, exc: TeloError) -> str | None:
+        """The run a start attached to that had failed, when ``exc`` is that run's own error re-raised
+        (Workflow.invoke raises it, reference §Local.Workflow); None for any other error."""
         run = exc.data.get("run") if isinstance(exc.data, Mapping) else None
         outcome = self.outcomes.get(run) if isinstance(run, str) else None
-        if outcome is not None and outcome.status == "failed":
+        if outcome is None or outcome.status != "failed" or \
+                exc.code != ((outcome.error or {}).get("code") or Code.DURABLE_RUN_FAILED):
+            return None
+        return run
+
+    def _attached_to_failed(self, target: str, exc: TeloError) -> None:
+        """The target's answer to a start that attached to a run which had failed is still the run's, for
+        ``telo run --json`` to print with the run's outcome."""
+        run = self.failed_attach(exc)
+        if run is not None:
             self.target_results[target] = {"runId": run, "attached": True, "status": "failed"}
 
     def _when(self, when: bool | Cel, scope: Mapping[str, Any], target: Target) -> bool:
