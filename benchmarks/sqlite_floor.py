@@ -169,7 +169,7 @@ def frames(d: Path, name: str, statements: list[tuple[str, Any]], schema: list[s
 
 async def main(args: argparse.Namespace) -> None:
     bd = load("durable")
-    raw_cls = load("journal").Raw
+    raw_cls = bd.load_raw_baseline()  # (the one raw baseline of every benchmark)
     recording_connect()
     steps = args.runs * bd.STEPS
     wall: dict[str, list[float]] = {"deferred": [], "eager": []}
